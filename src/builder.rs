@@ -1,0 +1,277 @@
+#![forbid(unsafe_code)]
+//! `Builder`: declare the queues and tune the executor; `build()` validates.
+
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::error::BuildError;
+use crate::executor::clock::{Clock, SystemClock};
+use crate::executor::core::Core;
+use crate::executor::Executor;
+use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
+
+/// What happens when a task panics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PanicPolicy {
+    /// Catch the panic at the poll: the task ends, its [`JoinHandle`]
+    /// gives [`JoinError`] with the payload, every other task keeps running
+    /// and keeps its share. tokio's behaviour; the default.
+    ///
+    /// [`JoinHandle`]: crate::JoinHandle
+    /// [`JoinError`]: crate::JoinError
+    #[default]
+    Catch,
+    /// The task ends as with `Catch`, then the panic resumes out of
+    /// `block_on` / `run_until` (the join handle gets a placeholder payload).
+    /// The executor stays consistent: it can be run again, and dropping it
+    /// drops every task once.
+    Propagate,
+}
+
+/// Knobs the run loop reads; set through [`Builder`].
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) max_polls: u32,
+    pub(crate) host_yield_interval_ns: u64,
+    pub(crate) preemption: bool,
+    pub(crate) min_run_ns: u64,
+    pub(crate) panic_policy: PanicPolicy,
+    pub(crate) general_pick: bool,
+}
+
+/// Default base slice (EEVDF request): 750 us, the Linux 6.6 base slice on
+/// one CPU (`sysctl_sched_base_slice`).
+pub const DEFAULT_BASE_SLICE: Duration = Duration::from_micros(750);
+/// Default polls per turn before control goes back to the host: 61, tokio's
+/// `LocalSet::MAX_TASKS_PER_TICK` and `event_interval`.
+pub const DEFAULT_MAX_POLLS: u32 = 61;
+/// Default host-yield interval: 500 us, clockworker's `driver_yield`.
+pub const DEFAULT_HOST_YIELD_INTERVAL: Duration = Duration::from_micros(500);
+/// Default minimum run before a waking queue may preempt: 100 us,
+/// clockworker's `min_slice` (capped by the running queue's slice).
+pub const DEFAULT_MIN_RUN: Duration = Duration::from_micros(100);
+
+/// Builds an [`Executor`]: its queues (key, shares, scheduler) and options.
+///
+/// ```
+/// use tourbillon::{Builder, QueueSpec, RunnableFifo};
+///
+/// #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// enum Q { Foreground, Background }
+///
+/// let ex = Builder::new()
+///     .queue(Q::Foreground, 8)
+///     .queue_with(Q::Background, QueueSpec::new(1).scheduler(RunnableFifo::new()))
+///     .build()
+///     .unwrap();
+/// let fg = ex.spawn(Q::Foreground, async { "request" }).unwrap();
+/// let bg = ex.spawn(Q::Background, async { "compaction" }).unwrap();
+/// ex.block_on(async {
+///     assert_eq!(fg.await.unwrap(), "request");
+///     assert_eq!(bg.await.unwrap(), "compaction");
+/// });
+/// ```
+pub struct Builder<K> {
+    queues: Vec<(K, QueueSpec)>,
+    base_slice: Duration,
+    max_polls: u32,
+    host_yield_interval: Duration,
+    preemption: bool,
+    min_run: Duration,
+    panic_policy: PanicPolicy,
+    clock: Option<Box<dyn Clock>>,
+    general_pick: bool,
+}
+
+impl<K: QueueKey> Default for Builder<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: QueueKey> Builder<K> {
+    /// A builder with no queue and the default options.
+    pub fn new() -> Self {
+        Self {
+            queues: Vec::new(),
+            base_slice: DEFAULT_BASE_SLICE,
+            max_polls: DEFAULT_MAX_POLLS,
+            host_yield_interval: DEFAULT_HOST_YIELD_INTERVAL,
+            preemption: true,
+            min_run: DEFAULT_MIN_RUN,
+            panic_policy: PanicPolicy::Catch,
+            clock: None,
+            general_pick: false,
+        }
+    }
+
+    /// Declares a queue with `shares` and the default [`RunnableFifo`]
+    /// scheduler. Queues are indexed in declaration order; the first one is
+    /// where [`spawn`](crate::spawn) puts tasks spawned from a main future.
+    ///
+    /// [`RunnableFifo`]: crate::RunnableFifo
+    pub fn queue(self, key: K, shares: u32) -> Self {
+        self.queue_with(key, QueueSpec::new(shares))
+    }
+
+    /// Declares a queue from a [`QueueSpec`] (shares, scheduler, slice).
+    pub fn queue_with(mut self, key: K, spec: QueueSpec) -> Self {
+        self.queues.push((key, spec));
+        self
+    }
+
+    /// The default slice of every queue (EEVDF request, `r_i`): how long a
+    /// queue runs before the executor reconsiders when others are runnable.
+    /// Default [`DEFAULT_BASE_SLICE`] (750 us). Range 1 us ..= 1 s.
+    pub fn base_slice(mut self, slice: Duration) -> Self {
+        self.base_slice = slice;
+        self
+    }
+
+    /// Polls per turn before control returns to the host (`block_on`'s loop,
+    /// or the host runtime's driver). Default [`DEFAULT_MAX_POLLS`] (61).
+    pub fn max_polls_per_turn(mut self, polls: u32) -> Self {
+        self.max_polls = polls;
+        self
+    }
+
+    /// Time after which control returns to the host even if tasks are
+    /// runnable, so its timers and I/O are serviced. Default
+    /// [`DEFAULT_HOST_YIELD_INTERVAL`] (500 us).
+    pub fn host_yield_interval(mut self, interval: Duration) -> Self {
+        self.host_yield_interval = interval;
+        self
+    }
+
+    /// Wake-up preemption (EEVDF R9): a queue that wakes with an earlier
+    /// eligible deadline ends the running queue's run at the next poll
+    /// boundary, once that run has lasted [`min_run`](Builder::min_run) (or
+    /// at once if its slice is shorter). Default on.
+    pub fn preemption(mut self, on: bool) -> Self {
+        self.preemption = on;
+        self
+    }
+
+    /// How long a run is protected from wake-up preemption. Default
+    /// [`DEFAULT_MIN_RUN`] (100 us), capped by the running queue's slice.
+    pub fn min_run(mut self, min_run: Duration) -> Self {
+        self.min_run = min_run;
+        self
+    }
+
+    /// What a panicking task does. Default [`PanicPolicy::Catch`].
+    pub fn panic_policy(mut self, policy: PanicPolicy) -> Self {
+        self.panic_policy = policy;
+        self
+    }
+
+    /// The clock that measures service. Default [`SystemClock`]; tests use a
+    /// [`ManualClock`](crate::ManualClock).
+    pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.clock = Some(Box::new(clock));
+        self
+    }
+
+    /// Disables the single-runnable-queue fast path, so that every pick goes
+    /// through the general EEVDF rule. For verification (the two must give
+    /// the same poll sequence); costs a little per run.
+    pub fn general_pick(mut self, on: bool) -> Self {
+        self.general_pick = on;
+        self
+    }
+
+    /// Validates the configuration and builds the executor.
+    pub fn build(self) -> Result<Executor<K>, BuildError> {
+        if self.queues.is_empty() {
+            return Err(BuildError::NoQueues);
+        }
+        if self.queues.len() > MAX_QUEUES {
+            return Err(BuildError::TooManyQueues {
+                count: self.queues.len(),
+            });
+        }
+        let us = Duration::from_micros(1);
+        let check = |d: Duration, option: &'static str| {
+            if d < us || d > Duration::from_secs(1) {
+                Err(BuildError::InvalidOption {
+                    option,
+                    reason: "must be between 1 us and 1 s",
+                })
+            } else {
+                Ok(())
+            }
+        };
+        check(self.base_slice, "base_slice")?;
+        check(self.host_yield_interval, "host_yield_interval")?;
+        if self.min_run > Duration::from_secs(1) {
+            return Err(BuildError::InvalidOption {
+                option: "min_run",
+                reason: "must be at most 1 s",
+            });
+        }
+        if self.max_polls == 0 {
+            return Err(BuildError::InvalidOption {
+                option: "max_polls_per_turn",
+                reason: "must be at least 1",
+            });
+        }
+        let mut keys = Vec::with_capacity(self.queues.len());
+        let mut specs = Vec::with_capacity(self.queues.len());
+        for (key, spec) in self.queues {
+            let name = format!("{key:?}");
+            if keys.contains(&key) {
+                return Err(BuildError::DuplicateQueue { queue: name });
+            }
+            if spec.shares == 0 {
+                return Err(BuildError::ZeroShares { queue: name });
+            }
+            if spec.shares > MAX_SHARES {
+                return Err(BuildError::TooManyShares {
+                    queue: name,
+                    shares: spec.shares,
+                });
+            }
+            if let Some(s) = spec.slice {
+                check(s, "QueueSpec::slice")?;
+            }
+            keys.push(key);
+            specs.push((name, spec));
+        }
+        let cfg = Config {
+            max_polls: self.max_polls,
+            host_yield_interval_ns: self.host_yield_interval.as_nanos() as u64,
+            preemption: self.preemption,
+            min_run_ns: self.min_run.as_nanos() as u64,
+            panic_policy: self.panic_policy,
+            general_pick: self.general_pick,
+        };
+        let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
+        let core = Core::new(Queues::new(specs, self.base_slice), clock, cfg);
+        Ok(Executor::from_parts(
+            Rc::new(core),
+            Rc::new(KeyMap::new(keys)),
+        ))
+    }
+}
+
+impl<K: QueueKey> fmt::Debug for Builder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field(
+                "queues",
+                &self
+                    .queues
+                    .iter()
+                    .map(|(k, s)| (k, s.shares))
+                    .collect::<Vec<_>>(),
+            )
+            .field("base_slice", &self.base_slice)
+            .field("max_polls", &self.max_polls)
+            .field("host_yield_interval", &self.host_yield_interval)
+            .field("preemption", &self.preemption)
+            .field("min_run", &self.min_run)
+            .field("panic_policy", &self.panic_policy)
+            .finish()
+    }
+}

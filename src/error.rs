@@ -1,0 +1,220 @@
+#![forbid(unsafe_code)]
+//! Typed errors: configuration ([`BuildError`]), spawning ([`SpawnError`])
+//! and task results ([`JoinError`]).
+
+use std::any::Any;
+use std::error::Error;
+use std::fmt;
+
+use crate::task::id::TaskId;
+
+/// Why [`Builder::build`](crate::Builder::build) refused a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No queue was declared: an executor needs at least one.
+    NoQueues,
+    /// A queue was declared with zero shares.
+    ZeroShares {
+        /// The queue's key, as `{:?}` prints it.
+        queue: String,
+    },
+    /// A queue was declared with more than [`MAX_SHARES`](crate::MAX_SHARES).
+    TooManyShares {
+        /// The queue's key, as `{:?}` prints it.
+        queue: String,
+        /// The shares asked for.
+        shares: u32,
+    },
+    /// Two queues were declared with the same key.
+    DuplicateQueue {
+        /// The key, as `{:?}` prints it.
+        queue: String,
+    },
+    /// More queues than the executor supports ([`MAX_QUEUES`](crate::MAX_QUEUES)).
+    TooManyQueues {
+        /// The number of queues declared.
+        count: usize,
+    },
+    /// A duration option is out of its documented range.
+    InvalidOption {
+        /// The option's name.
+        option: &'static str,
+        /// What the range is.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NoQueues => write!(
+                f,
+                "no queue declared: declare at least one with Builder::queue"
+            ),
+            BuildError::ZeroShares { queue } => {
+                write!(
+                    f,
+                    "queue {queue} has zero shares: shares must be at least 1"
+                )
+            }
+            BuildError::TooManyShares { queue, shares } => write!(
+                f,
+                "queue {queue} has {shares} shares: the maximum is {}",
+                crate::MAX_SHARES
+            ),
+            BuildError::DuplicateQueue { queue } => {
+                write!(f, "queue {queue} is declared twice")
+            }
+            BuildError::TooManyQueues { count } => write!(
+                f,
+                "{count} queues declared: the maximum is {}",
+                crate::MAX_QUEUES
+            ),
+            BuildError::InvalidOption { option, reason } => {
+                write!(f, "invalid value for {option}: {reason}")
+            }
+        }
+    }
+}
+
+impl Error for BuildError {}
+
+/// Why a task could not be spawned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The executor has been dropped (shut down); it accepts no new task.
+    Shutdown,
+    /// No queue with this key was declared in the builder.
+    UnknownQueue {
+        /// The key, as `{:?}` prints it.
+        queue: String,
+    },
+    /// [`spawn`](crate::spawn) was called outside any running tourbillon
+    /// executor, so there is no current queue to spawn onto.
+    NoExecutor,
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::Shutdown => write!(f, "the executor is shut down: it accepts no new task"),
+            SpawnError::UnknownQueue { queue } => {
+                write!(f, "no queue {queue} was declared in the builder")
+            }
+            SpawnError::NoExecutor => write!(
+                f,
+                "spawn called outside a running tourbillon executor: use Executor::spawn or a QueueHandle"
+            ),
+        }
+    }
+}
+
+impl Error for SpawnError {}
+
+/// A task did not produce its output: it was cancelled or it panicked.
+///
+/// Returned by awaiting a [`JoinHandle`](crate::JoinHandle).
+pub struct JoinError {
+    id: TaskId,
+    repr: Repr,
+}
+
+enum Repr {
+    Cancelled,
+    Panic(Box<dyn Any + Send + 'static>),
+}
+
+impl JoinError {
+    pub(crate) fn cancelled(id: TaskId) -> Self {
+        Self {
+            id,
+            repr: Repr::Cancelled,
+        }
+    }
+
+    pub(crate) fn panic(id: TaskId, payload: Box<dyn Any + Send>) -> Self {
+        Self {
+            id,
+            repr: Repr::Panic(payload),
+        }
+    }
+
+    /// Moves the payload out (for `PanicPolicy::Propagate`), leaving a note.
+    pub(crate) fn take_payload(&mut self) -> Option<Box<dyn Any + Send>> {
+        match &mut self.repr {
+            Repr::Panic(p) => Some(std::mem::replace(
+                p,
+                Box::new(
+                    "the panic payload was propagated out of the executor (PanicPolicy::Propagate)",
+                ),
+            )),
+            Repr::Cancelled => None,
+        }
+    }
+
+    /// The task was aborted, or dropped when its executor shut down.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.repr, Repr::Cancelled)
+    }
+
+    /// The task panicked (with [`PanicPolicy::Catch`](crate::PanicPolicy::Catch)).
+    pub fn is_panic(&self) -> bool {
+        matches!(self.repr, Repr::Panic(_))
+    }
+
+    /// The id of the task.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// The panic payload.
+    ///
+    /// # Panics
+    /// If the error is not a panic (see [`JoinError::is_panic`]).
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        self.try_into_panic()
+            .expect("`JoinError` reason is not a panic.")
+    }
+
+    /// The panic payload, or the error itself if the task was cancelled.
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
+        match self.repr {
+            Repr::Panic(p) => Ok(p),
+            Repr::Cancelled => Err(self),
+        }
+    }
+}
+
+fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => write!(f, "task {} was cancelled", self.id),
+            Repr::Panic(p) => match panic_message(p.as_ref()) {
+                Some(m) => write!(f, "task {} panicked with message {m:?}", self.id),
+                None => write!(f, "task {} panicked", self.id),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => write!(f, "JoinError::Cancelled({:?})", self.id),
+            Repr::Panic(p) => match panic_message(p.as_ref()) {
+                Some(m) => write!(f, "JoinError::Panic({:?}, {m:?}, ...)", self.id),
+                None => write!(f, "JoinError::Panic({:?}, ...)", self.id),
+            },
+        }
+    }
+}
+
+impl Error for JoinError {}

@@ -1,0 +1,108 @@
+#![forbid(unsafe_code)]
+//! The clock the executor measures service with, injectable so that every
+//! scheduling decision can be replayed exactly on a virtual clock in tests.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// A monotonic time source, in nanoseconds since an arbitrary origin.
+///
+/// The executor reads it at run boundaries (and after every poll only where
+/// it must: several runnable queues with a cheap clock, or a scheduler that
+/// asks for per-poll timing). On the machines this crate was measured on,
+/// `Instant::now()` costs about 70 ns, more than a whole poll, so the run
+/// loop avoids per-poll reads of the [`SystemClock`].
+pub trait Clock: 'static {
+    /// Nanoseconds since the clock's origin. Must never decrease.
+    fn now_ns(&self) -> u64;
+
+    /// Whether a read is so cheap that the executor should read the clock
+    /// after every poll, which makes runs end exactly at the first poll
+    /// boundary after their slice (the [`ManualClock`] says yes). With
+    /// `false` (the default) the executor reads it after as many polls as
+    /// its running estimate of the poll cost says fit in what is left of the
+    /// slice, and at every run end.
+    fn is_cheap(&self) -> bool {
+        false
+    }
+}
+
+/// The real clock: [`Instant`], relative to when it was created.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+}
+
+/// A virtual clock that only moves when told to: for deterministic tests and
+/// simulations. Clones share the same time.
+///
+/// ```
+/// use std::time::Duration;
+/// use tourbillon::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let handle = clock.clone();
+/// handle.advance(Duration::from_micros(5));
+/// assert_eq!(clock.now_ns(), 5_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    now: Rc<Cell<u64>>,
+}
+
+impl ManualClock {
+    /// A clock at time zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `d`.
+    pub fn advance(&self, d: Duration) {
+        self.now.set(self.now.get() + d.as_nanos() as u64);
+    }
+
+    /// Sets the clock to `ns`; a time before the current one is ignored (the
+    /// clock never goes back).
+    pub fn set_ns(&self, ns: u64) {
+        if ns > self.now.get() {
+            self.now.set(ns);
+        }
+    }
+
+    /// The current time, in ns.
+    pub fn now(&self) -> u64 {
+        self.now.get()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ns(&self) -> u64 {
+        self.now.get()
+    }
+
+    fn is_cheap(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,278 @@
+#![forbid(unsafe_code)]
+//! `Core`: the state one executor shares between its handles (executor,
+//! queue handles, join handles, the thread-local context). Holds the task
+//! slab, the queues, the run state and the thread-safe inbox, and the
+//! operations that are not the run loop: spawn, wake, abort, yield, stats,
+//! shutdown. No borrow of a `RefCell` here is ever held while user code
+//! (a poll, a destructor, a foreign waker) runs.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
+
+use super::clock::Clock;
+use super::inbox::Remote;
+use super::run_loop::RunState;
+use crate::builder::{Config, PanicPolicy};
+use crate::error::SpawnError;
+use crate::join::JoinHandle;
+use crate::queue::Queues;
+use crate::stats::{ExecutorStats, QueueStats};
+use crate::task::id::{GroupId, TaskId};
+use crate::task::slab::TaskSlab;
+
+#[derive(Default)]
+pub(crate) struct ExecCounters {
+    pub(crate) polls: Cell<u64>,
+    pub(crate) runs: Cell<u64>,
+    pub(crate) turns: Cell<u64>,
+    pub(crate) parks: Cell<u64>,
+}
+
+pub(crate) fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
+
+pub(crate) struct Core {
+    pub(crate) tasks: RefCell<TaskSlab>,
+    pub(crate) queues: RefCell<Queues>,
+    pub(crate) run: RefCell<RunState>,
+    pub(crate) remote: Arc<Remote>,
+    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) cfg: Config,
+    /// Read the clock after every poll (cheap clock).
+    pub(crate) cheap_clock: bool,
+    /// The task being polled.
+    pub(crate) current_task: Cell<Option<TaskId>>,
+    /// Something for the next poll boundary: activations, aborts.
+    pub(crate) attention: Cell<bool>,
+    pub(crate) aborts: RefCell<Vec<TaskId>>,
+    /// Yielded tasks waiting for the next host turn (nested mode).
+    pub(crate) deferred: RefCell<Vec<TaskId>>,
+    pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
+    pub(crate) shutdown: Cell<bool>,
+    /// Inside `block_on` / `run_until` / `run_until_stalled`.
+    pub(crate) driving: Cell<bool>,
+    /// Driven by a host runtime (`run_until`): yields wait for a host turn.
+    pub(crate) nested: Cell<bool>,
+    next_group: Cell<u64>,
+    pub(crate) counters: ExecCounters,
+}
+
+impl Core {
+    pub(crate) fn new(queues: Queues, clock: Box<dyn Clock>, cfg: Config) -> Self {
+        Self {
+            tasks: RefCell::new(TaskSlab::new()),
+            queues: RefCell::new(queues),
+            run: RefCell::new(RunState::default()),
+            remote: Arc::new(Remote::default()),
+            cheap_clock: clock.is_cheap(),
+            clock,
+            cfg,
+            current_task: Cell::new(None),
+            attention: Cell::new(false),
+            aborts: RefCell::new(Vec::new()),
+            deferred: RefCell::new(Vec::new()),
+            deferred_wakers: RefCell::new(Vec::new()),
+            shutdown: Cell::new(false),
+            driving: Cell::new(false),
+            nested: Cell::new(false),
+            next_group: Cell::new(0),
+            counters: ExecCounters::default(),
+        }
+    }
+
+    pub(crate) fn propagate_panics(&self) -> bool {
+        self.cfg.panic_policy == PanicPolicy::Propagate
+    }
+
+    /// Spawns `future` onto queue `q` as a group of its own.
+    pub(crate) fn spawn<F>(
+        self: &Rc<Self>,
+        q: usize,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        if self.shutdown.get() {
+            return Err(SpawnError::Shutdown);
+        }
+        let g = self.next_group.get();
+        self.next_group.set(g + 1);
+        let group = GroupId::new(g);
+        let id = self
+            .tasks
+            .borrow_mut()
+            .insert(future, q, group, &self.remote);
+        let activated = {
+            let mut qs = self.queues.borrow_mut();
+            qs.list[q].counters.spawned += 1;
+            qs.push(q, id, group)
+        };
+        if activated {
+            self.on_activation();
+        }
+        Ok(JoinHandle::new(self.clone(), id))
+    }
+
+    /// Spawns onto the queue of the running task (queue 0 from the main
+    /// future of `block_on` / `run_until`).
+    pub(crate) fn spawn_here<F>(
+        self: &Rc<Self>,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let q = self.run.borrow().queue.unwrap_or(0);
+        self.spawn(q, future)
+    }
+
+    /// A queue went from empty to non-empty: it needs placement at the next
+    /// boundary, and the host must run us if we are not running.
+    fn on_activation(&self) {
+        self.attention.set(true);
+        if !self.driving.get() {
+            self.remote.wake_host();
+        }
+    }
+
+    /// Pushes a task that became runnable to its queue's scheduler.
+    #[inline]
+    pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
+        if self.queues.borrow_mut().push(q, id, group) {
+            self.on_activation();
+        }
+    }
+
+    /// A wake of `id` on the executor's own thread.
+    #[inline]
+    pub(crate) fn wake_local(&self, id: TaskId) {
+        let target = self.tasks.borrow_mut().wake(id);
+        if let Some((q, group)) = target {
+            self.push_task(q, id, group);
+        }
+    }
+
+    /// `JoinHandle::abort`.
+    pub(crate) fn abort(&self, id: TaskId) {
+        if self.tasks.borrow_mut().abort(id) {
+            self.aborts.borrow_mut().push(id);
+            self.attention.set(true);
+            if !self.driving.get() {
+                self.remote.wake_host();
+            }
+        }
+    }
+
+    /// `yield_now()` inside this executor.
+    pub(crate) fn yield_current(&self, waker: &Waker) {
+        if !self.driving.get() {
+            waker.wake_by_ref();
+            return;
+        }
+        let own = self
+            .current_task
+            .get()
+            .filter(|&id| self.tasks.borrow().is_own_waker(id, waker));
+        match (own, self.nested.get()) {
+            (Some(id), false) => self.wake_local(id),
+            (Some(id), true) => {
+                if self.tasks.borrow_mut().defer(id) {
+                    self.deferred.borrow_mut().push(id);
+                }
+            }
+            (None, false) => waker.wake_by_ref(),
+            (None, true) => self.deferred_wakers.borrow_mut().push(waker.clone()),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> ExecutorStats {
+        let qs = self.queues.borrow();
+        let queues = (0..qs.list.len()).map(|i| queue_stats(&qs, i)).collect();
+        ExecutorStats {
+            polls: self.counters.polls.get(),
+            runs: self.counters.runs.get(),
+            turns: self.counters.turns.get(),
+            parks: self.counters.parks.get(),
+            live_tasks: self.tasks.borrow().len(),
+            avg_vruntime: qs.eevdf.avg_vruntime(),
+            queues,
+        }
+    }
+
+    pub(crate) fn queue_stats(&self, q: usize) -> QueueStats {
+        queue_stats(&self.queues.borrow(), q)
+    }
+
+    /// Drops every task (futures and unread outputs) exactly once and
+    /// refuses new ones. Join handles then resolve to `Cancelled`.
+    pub(crate) fn shutdown(&self) {
+        if self.shutdown.replace(true) {
+            return;
+        }
+        self.remote.close();
+        self.aborts.borrow_mut().clear();
+        self.deferred.borrow_mut().clear();
+        let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
+        drop(wakers);
+        // Destructors may drop join handles or wake tasks: each pass drops
+        // with no borrow held, and the loop catches anything they left.
+        loop {
+            let entries = self.tasks.borrow_mut().drain();
+            if entries.is_empty() {
+                break;
+            }
+            let mut join_wakers = Vec::new();
+            {
+                let mut qs = self.queues.borrow_mut();
+                for e in &entries {
+                    let s = &mut qs.list[e.queue()].sched;
+                    s.forget(e.id(), e.group());
+                    s.group_ended(e.group());
+                }
+            }
+            for mut e in entries {
+                join_wakers.extend(e.take_join_waker());
+                drop(e);
+            }
+            for w in join_wakers {
+                w.wake();
+            }
+        }
+    }
+}
+
+fn queue_stats(qs: &Queues, i: usize) -> QueueStats {
+    let st = &qs.list[i];
+    let e = &qs.eevdf.ents[i];
+    QueueStats {
+        name: st.name.clone(),
+        shares: st.shares,
+        scheduler: st.sched.kind(),
+        spawned: st.counters.spawned,
+        completed: st.counters.completed,
+        cancelled: st.counters.cancelled,
+        panicked: st.counters.panicked,
+        polls: st.counters.polls,
+        runs: st.counters.runs,
+        service: Duration::from_nanos(st.counters.service_ns),
+        runnable_tasks: st.sched.len(),
+        runnable: e.runnable,
+        vruntime: e.v,
+        deadline: e.d,
+        lag_ns: qs.eevdf.lag_ns(i),
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,279 @@
+#![forbid(unsafe_code)]
+//! The executor: its public handle ([`Executor`]), the run loop, the EEVDF
+//! pick, the clock, the inbox for foreign wakes, and the drivers.
+
+pub(crate) mod clock;
+pub(crate) mod context;
+pub(crate) mod core;
+pub(crate) mod drive;
+pub(crate) mod eevdf;
+pub(crate) mod inbox;
+pub(crate) mod run_loop;
+
+use std::fmt;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use self::core::Core;
+use self::drive::RunUntil;
+use self::inbox::Remote;
+use crate::builder::Builder;
+use crate::error::SpawnError;
+use crate::join::JoinHandle;
+use crate::queue::handle::QueueHandle;
+use crate::queue::{KeyMap, QueueKey};
+use crate::stats::{ExecutorStats, QueueStats};
+use crate::task::id::TaskId;
+
+/// A single-threaded executor whose queues share the thread by weight.
+///
+/// Tasks are `!Send` futures spawned onto a queue by key. Between queues
+/// the executor runs EEVDF: over any stretch of time in which several
+/// queues have runnable tasks, queue `i` receives about
+/// `shares(i) / sum(shares)` of the thread, within a bound of about two
+/// slices plus one poll; a lone runnable queue gets all of it. Inside a
+/// queue its [`Scheduler`](crate::Scheduler) picks the task.
+///
+/// Drive it with [`block_on`](Executor::block_on) (standalone: parks the
+/// thread when idle) or [`run_until`](Executor::run_until) (a future, to nest
+/// it in tokio, smol or another runtime whose timers and sockets the tasks
+/// then use). Dropping the executor drops every remaining task once; join
+/// handles then resolve to `Cancelled` and spawning fails with
+/// [`SpawnError::Shutdown`].
+///
+/// ```
+/// use tourbillon::{yield_now, Builder};
+///
+/// #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// enum Q { Requests, Compaction }
+///
+/// let ex = Builder::new()
+///     .queue(Q::Requests, 4)
+///     .queue(Q::Compaction, 1)
+///     .build()?;
+/// let total = ex.block_on(async {
+///     let bg = ex.spawn(Q::Compaction, async {
+///         for _ in 0..10 { yield_now().await }
+///         1
+///     })?;
+///     let fg = ex.spawn(Q::Requests, async { 41 })?;
+///     Ok::<_, tourbillon::SpawnError>(fg.await.unwrap() + bg.await.unwrap())
+/// })?;
+/// assert_eq!(total, 42);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Executor<K: QueueKey> {
+    core: Rc<Core>,
+    keys: Rc<KeyMap<K>>,
+}
+
+impl<K: QueueKey> Executor<K> {
+    pub(crate) fn from_parts(core: Rc<Core>, keys: Rc<KeyMap<K>>) -> Self {
+        Self { core, keys }
+    }
+
+    /// A [`Builder`] to declare queues and options.
+    pub fn builder() -> Builder<K> {
+        Builder::new()
+    }
+
+    fn index(&self, key: K) -> Result<usize, SpawnError> {
+        self.keys.get(&key).ok_or_else(|| SpawnError::UnknownQueue {
+            queue: format!("{key:?}"),
+        })
+    }
+
+    /// Spawns `future` onto the queue `key`. Works before the executor runs,
+    /// while it runs (from its tasks), and between runs.
+    pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let q = self.index(key)?;
+        self.core.spawn(q, future)
+    }
+
+    /// A handle to the queue `key`, to spawn without a key lookup.
+    pub fn queue(&self, key: K) -> Result<QueueHandle, SpawnError> {
+        let index = self.index(key)?;
+        Ok(QueueHandle {
+            core: self.core.clone(),
+            index,
+        })
+    }
+
+    /// A clonable handle that spawns by key, to move into tasks.
+    pub fn spawner(&self) -> Spawner<K> {
+        Spawner {
+            core: self.core.clone(),
+            keys: self.keys.clone(),
+        }
+    }
+
+    /// Runs the executor on this thread until `future` completes, and
+    /// returns its output. `future` is polled on this thread but is not a
+    /// task: it belongs to no queue. When no task is runnable the thread
+    /// parks (no CPU) until a wake, from this thread or another.
+    ///
+    /// # Panics
+    /// If called from inside one of this executor's tasks (a task cannot
+    /// block the thread that runs it), or, with
+    /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), when a task
+    /// panics.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        drive::block_on(&self.core, future)
+    }
+
+    /// A future that runs the executor's tasks while it is polled, until
+    /// `future` completes: nest the executor in a host runtime (a tokio
+    /// `current_thread` runtime or `LocalSet`, smol, ...). Every turn
+    /// (61 polls or 500 us by default) it returns to the host so that the
+    /// host's timers and sockets, which the tasks may use, make progress.
+    ///
+    /// ```
+    /// use tourbillon::Builder;
+    ///
+    /// let ex = Builder::new().queue((), 1).build().unwrap();
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// let out = rt.block_on(ex.run_until(async {
+    ///     let h = ex.spawn((), async {
+    ///         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    ///         7
+    ///     }).unwrap();
+    ///     h.await.unwrap()
+    /// }));
+    /// assert_eq!(out, 7);
+    /// ```
+    pub fn run_until<F: Future>(&self, future: F) -> RunUntil<'_, F> {
+        RunUntil {
+            core: &self.core,
+            future,
+        }
+    }
+
+    /// Runs tasks until none is runnable, then returns the number of polls
+    /// made (futures' `LocalPool::run_until_stalled`). Never parks.
+    pub fn run_until_stalled(&self) -> u64 {
+        drive::run_until_stalled(&self.core)
+    }
+
+    /// A snapshot of the executor's counters and every queue's state.
+    pub fn stats(&self) -> ExecutorStats {
+        self.core.stats()
+    }
+
+    /// A snapshot of queue `key`.
+    pub fn queue_stats(&self, key: K) -> Result<QueueStats, SpawnError> {
+        Ok(self.core.queue_stats(self.index(key)?))
+    }
+
+    /// The declared queue keys, in declaration order.
+    pub fn queue_keys(&self) -> &[K] {
+        self.keys.keys()
+    }
+}
+
+impl<K: QueueKey> Drop for Executor<K> {
+    fn drop(&mut self) {
+        self.core.shutdown();
+    }
+}
+
+impl<K: QueueKey> fmt::Debug for Executor<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("queues", &self.keys.keys())
+            .field("live_tasks", &self.core.tasks.borrow().len())
+            .finish()
+    }
+}
+
+/// A clonable, `!Send` handle that spawns onto any queue of an executor by
+/// key; for tasks that spawn onto other queues. After the executor is
+/// dropped, spawning gives [`SpawnError::Shutdown`].
+pub struct Spawner<K: QueueKey> {
+    core: Rc<Core>,
+    keys: Rc<KeyMap<K>>,
+}
+
+impl<K: QueueKey> Clone for Spawner<K> {
+    fn clone(&self) -> Self {
+        Self {
+            core: self.core.clone(),
+            keys: self.keys.clone(),
+        }
+    }
+}
+
+impl<K: QueueKey> Spawner<K> {
+    /// Spawns `future` onto the queue `key`.
+    pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let q = self
+            .keys
+            .get(&key)
+            .ok_or_else(|| SpawnError::UnknownQueue {
+                queue: format!("{key:?}"),
+            })?;
+        self.core.spawn(q, future)
+    }
+}
+
+impl<K: QueueKey> fmt::Debug for Spawner<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spawner")
+            .field("queues", &self.keys.keys())
+            .finish()
+    }
+}
+
+/// Spawns `future` onto the current task's queue of the running executor
+/// (onto the first declared queue when called from the main future of
+/// `block_on` / `run_until`), like tokio's `spawn_local`.
+///
+/// # Panics
+/// Outside a running tourbillon executor, or after it shut down; use
+/// [`try_spawn`] for an error instead.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    match try_spawn(future) {
+        Ok(h) => h,
+        Err(e) => panic!("tourbillon::spawn: {e}"),
+    }
+}
+
+/// [`spawn`], returning [`SpawnError::NoExecutor`] outside an executor.
+pub fn try_spawn<F>(future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    context::with_current(move |core| match core {
+        Some(core) => core.spawn_here(future),
+        None => Err(SpawnError::NoExecutor),
+    })
+}
+
+/// The wake of a task, from its waker (any thread).
+#[inline]
+pub(crate) fn wake_task(id: TaskId, remote: &Arc<Remote>, notified: &AtomicBool) {
+    let local = context::with_current(|core| match core {
+        Some(core) if Arc::ptr_eq(&core.remote, remote) && core.driving.get() => {
+            core.wake_local(id);
+            true
+        }
+        _ => false,
+    });
+    if !local {
+        remote.push(id, notified);
+    }
+}

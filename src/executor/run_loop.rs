@@ -1,0 +1,410 @@
+#![forbid(unsafe_code)]
+//! The run loop: one *turn* runs queues until nothing is runnable or the
+//! host-yield budget is spent; one *run* gives one queue the thread until a
+//! boundary.
+//!
+//! ```text
+//! turn:  release deferred yields; read clock
+//!        loop { boundary work; pick queue (EEVDF R5); run it } until budget
+//! run:   loop { pop task; poll; [checkpoint]; requeue/complete;
+//!               boundary work if flagged; end? }
+//!        checkpoint; depart if empty (R7)
+//! ```
+//!
+//! A **checkpoint** reads the clock, charges the time since the previous
+//! checkpoint to the running queue (R1), renews its deadline when its
+//! request is used (R4) and checks the host-yield interval. It happens at
+//! every run end, and inside a run:
+//! * after every poll when the clock is cheap (`Clock::is_cheap`, e.g. the
+//!   virtual clock of tests) or the queue's scheduler wants per-poll timing:
+//!   runs then end exactly at the first poll boundary after the slice (R8);
+//! * otherwise after as many polls as the running estimate of the queue's
+//!   poll cost says fit in what is left of the slice and of the host
+//!   interval: an `Instant::now()` (~70 ns here) per poll would cost more
+//!   than the poll itself.
+//!
+//! With one runnable queue its slice does not end its run (the EEVDF pick
+//! would choose it again); the run still ends at the host-yield budget
+//! (`max_polls` polls or `host_yield_interval`, R8d).
+
+use std::panic::resume_unwind;
+use std::time::Duration;
+
+use super::core::{bump, Core};
+use crate::task::id::TaskId;
+use crate::task::slab::{cancel_idle, poll_task, Done, Polled};
+
+/// Whether work remains after a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Tasks are runnable (or yielded, waiting for the next turn).
+    Busy,
+    /// Nothing to do until a wake.
+    Idle,
+}
+
+/// The run in progress and the turn's budget.
+#[derive(Debug, Default)]
+pub(crate) struct RunState {
+    /// Queue of the run in progress.
+    pub(crate) queue: Option<usize>,
+    /// Queue whose run ended last, if it may continue (RUN_TO_PARITY).
+    pub(crate) prev: Option<usize>,
+    /// Clock at the last checkpoint.
+    pub(crate) last_ns: u64,
+    pub(crate) run_start_ns: u64,
+    pub(crate) turn_start_ns: u64,
+    /// Polls since the last checkpoint.
+    pub(crate) polls_since_check: u32,
+    /// Polls before the next checkpoint (amortised mode).
+    pub(crate) countdown: u32,
+    /// Polls left in this turn.
+    pub(crate) polls_left: u32,
+    pub(crate) slice_over: bool,
+    pub(crate) turn_over: bool,
+    pub(crate) preempt: bool,
+    /// `should_yield` told the task to yield: end the run after this poll.
+    pub(crate) end_requested: bool,
+}
+
+impl Core {
+    /// One driver turn.
+    pub(crate) fn run_turn(&self) -> Turn {
+        self.release_deferred();
+        let now = self.clock.now_ns();
+        {
+            let mut r = self.run.borrow_mut();
+            r.turn_start_ns = now;
+            r.last_ns = now;
+            r.polls_left = self.cfg.max_polls;
+            r.turn_over = false;
+        }
+        bump(&self.counters.turns);
+        loop {
+            self.boundary();
+            let prev = self.run.borrow().prev;
+            let picked = self
+                .queues
+                .borrow_mut()
+                .eevdf
+                .pick(prev, self.cfg.general_pick);
+            let Some(q) = picked else {
+                return if self.deferred.borrow().is_empty()
+                    && self.deferred_wakers.borrow().is_empty()
+                {
+                    Turn::Idle
+                } else {
+                    Turn::Busy
+                };
+            };
+            if self.run_queue(q) {
+                return Turn::Busy;
+            }
+        }
+    }
+
+    /// Deferred yields of the previous turn become runnable.
+    fn release_deferred(&self) {
+        if !self.deferred.borrow().is_empty() {
+            let ids = std::mem::take(&mut *self.deferred.borrow_mut());
+            for &id in &ids {
+                let target = self.tasks.borrow().deferred_target(id);
+                if let Some((q, g)) = target {
+                    self.push_task(q, id, g);
+                }
+            }
+            let mut slot = self.deferred.borrow_mut();
+            if slot.is_empty() {
+                let mut ids = ids;
+                ids.clear();
+                *slot = ids;
+            }
+        }
+        if !self.deferred_wakers.borrow().is_empty() {
+            let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
+            for w in wakers {
+                w.wake();
+            }
+        }
+    }
+
+    /// Runs queue `q` until a boundary ends the run. Returns `true` when
+    /// the turn's budget is spent.
+    fn run_queue(&self, q: usize) -> bool {
+        let timing = {
+            let mut qs = self.queues.borrow_mut();
+            qs.list[q].counters.runs += 1;
+            qs.list[q].timing
+        };
+        bump(&self.counters.runs);
+        let precise = self.cheap_clock || timing;
+        {
+            let mut r = self.run.borrow_mut();
+            r.queue = Some(q);
+            r.run_start_ns = r.last_ns;
+            r.polls_since_check = 0;
+            r.slice_over = false;
+            r.preempt = false;
+            r.end_requested = false;
+            r.countdown = self.countdown(&r, q);
+        }
+        let propagate = self.propagate_panics();
+        let mut panic = None;
+        loop {
+            let next = self.queues.borrow_mut().list[q].sched.pop();
+            let Some(id) = next else { break };
+            self.current_task.set(Some(id));
+            let polled = poll_task(&self.tasks, id, propagate);
+            self.current_task.set(None);
+            if let Polled::Stale = polled {
+                continue;
+            }
+            bump(&self.counters.polls);
+            let check = {
+                let mut r = self.run.borrow_mut();
+                r.polls_left -= 1;
+                r.polls_since_check += 1;
+                if precise || r.countdown <= 1 {
+                    true
+                } else {
+                    r.countdown -= 1;
+                    false
+                }
+            };
+            let delta = if check {
+                Some(self.checkpoint(q))
+            } else {
+                None
+            };
+            let elapsed = if timing {
+                delta.map(Duration::from_nanos)
+            } else {
+                None
+            };
+            match polled {
+                Polled::Pending { group, reschedule } => {
+                    let activated = {
+                        let mut qs = self.queues.borrow_mut();
+                        let st = &mut qs.list[q];
+                        st.counters.polls += 1;
+                        st.sched.polled(id, group, elapsed, false);
+                        reschedule && qs.push(q, id, group)
+                    };
+                    if activated {
+                        self.attention.set(true);
+                    }
+                }
+                Polled::Done(done) => {
+                    self.queues.borrow_mut().list[q].counters.polls += 1;
+                    panic = self.finish(id, done, elapsed, true);
+                }
+                Polled::Stale => unreachable!("handled above"),
+            }
+            if self.attention.get() || self.remote.has_pending() {
+                self.boundary();
+            }
+            let r = self.run.borrow();
+            let contended =
+                self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1;
+            if panic.is_some()
+                || r.polls_left == 0
+                || r.turn_over
+                || r.preempt
+                || r.end_requested
+                || (r.slice_over && contended)
+            {
+                break;
+            }
+        }
+        let turn_over = self.end_run(q);
+        if let Some(p) = panic {
+            resume_unwind(p);
+        }
+        turn_over
+    }
+
+    /// Ends the run of `q`: charges the rest, departs if empty (R7).
+    fn end_run(&self, q: usize) -> bool {
+        if self.run.borrow().polls_since_check > 0 {
+            self.checkpoint(q);
+        }
+        {
+            let mut qs = self.queues.borrow_mut();
+            if qs.list[q].sched.is_empty() && qs.eevdf.ents[q].runnable {
+                qs.eevdf.depart(q);
+            }
+        }
+        let mut r = self.run.borrow_mut();
+        r.prev = if r.preempt { None } else { Some(q) };
+        r.queue = None;
+        r.polls_left == 0 || r.turn_over
+    }
+
+    /// Reads the clock and charges the time since the last checkpoint to
+    /// queue `q` (R1, R4). Returns the time charged.
+    pub(crate) fn checkpoint(&self, q: usize) -> u64 {
+        let now = self.clock.now_ns();
+        let mut r = self.run.borrow_mut();
+        let delta = now.saturating_sub(r.last_ns);
+        r.last_ns = now;
+        {
+            let mut qs = self.queues.borrow_mut();
+            if qs.eevdf.charge(q, delta) {
+                r.slice_over = true;
+            }
+            let st = &mut qs.list[q];
+            st.counters.service_ns += delta;
+            if r.polls_since_check > 0 {
+                let per = delta / r.polls_since_check as u64;
+                st.poll_cost_ns = if st.poll_cost_ns == 0 {
+                    per
+                } else {
+                    (3 * st.poll_cost_ns + per) / 4
+                };
+            }
+        }
+        r.polls_since_check = 0;
+        if now.saturating_sub(r.turn_start_ns) >= self.cfg.host_yield_interval_ns {
+            r.turn_over = true;
+        }
+        r.countdown = self.countdown(&r, q);
+        delta
+    }
+
+    /// Polls that fit before the next needed checkpoint (amortised mode).
+    fn countdown(&self, r: &RunState, q: usize) -> u32 {
+        let qs = self.queues.borrow();
+        let elapsed = r.last_ns.saturating_sub(r.turn_start_ns);
+        let mut left = self.cfg.host_yield_interval_ns.saturating_sub(elapsed);
+        if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
+            left = left.min(qs.eevdf.slice_left_ns(q));
+        }
+        let cost = qs.list[q].poll_cost_ns.max(1);
+        (left / cost).clamp(1, r.polls_left.max(1) as u64) as u32
+    }
+
+    /// Work at a poll boundary: foreign wakes, aborts, placement of queues
+    /// that became runnable, and the wake-up preemption decision (R9).
+    pub(crate) fn boundary(&self) {
+        self.attention.set(false);
+        if self.remote.has_pending() {
+            let mut ids = Vec::new();
+            self.remote.drain_into(&mut ids);
+            for id in ids {
+                self.tasks.borrow().clear_remote_notified(id);
+                self.wake_local(id);
+            }
+        }
+        if !self.aborts.borrow().is_empty() {
+            let ids = std::mem::take(&mut *self.aborts.borrow_mut());
+            for id in ids {
+                if let Some(done) = cancel_idle(&self.tasks, id) {
+                    // A cancelled task has no panic to propagate unless
+                    // its destructor panicked, which is reported to its
+                    // join handle instead.
+                    let _ = self.finish(id, done, None, false);
+                }
+            }
+        }
+        self.place_activations();
+    }
+
+    /// Places the queues that became runnable and decides preemption.
+    pub(crate) fn place_activations(&self) {
+        if self.queues.borrow().pending.is_empty() {
+            return;
+        }
+        let cur = self.run.borrow().queue;
+        if let Some(c) = cur {
+            // Charge the running queue first so that V is current.
+            self.checkpoint(c);
+        }
+        let mut qs = self.queues.borrow_mut();
+        let pending = std::mem::take(&mut qs.pending);
+        let mut preempt = false;
+        for &j in &pending {
+            qs.list[j].activation_pending = false;
+            if qs.list[j].sched.is_empty() || qs.eevdf.ents[j].runnable {
+                continue;
+            }
+            qs.eevdf.place(j);
+            if let (Some(c), true) = (cur, self.cfg.preemption) {
+                if c != j && qs.eevdf.would_preempt(c, j) {
+                    let (rc, rj) = (qs.eevdf.ents[c].request_ns, qs.eevdf.ents[j].request_ns);
+                    let r = self.run.borrow();
+                    let ran = r.last_ns.saturating_sub(r.run_start_ns);
+                    if ran >= self.cfg.min_run_ns.min(rc) || rj < rc {
+                        preempt = true;
+                    }
+                }
+            }
+        }
+        let mut pending = pending;
+        pending.clear();
+        if qs.pending.is_empty() {
+            qs.pending = pending;
+        }
+        drop(qs);
+        if preempt {
+            self.run.borrow_mut().preempt = true;
+        }
+    }
+
+    /// Book-keeping for a task that ended; returns a panic to propagate.
+    fn finish(
+        &self,
+        id: TaskId,
+        done: Done,
+        elapsed: Option<Duration>,
+        polled: bool,
+    ) -> Option<Box<dyn std::any::Any + Send>> {
+        let Done {
+            queue,
+            group,
+            finish,
+            cancelled,
+            panic,
+            join_waker,
+            detached,
+        } = done;
+        {
+            let mut qs = self.queues.borrow_mut();
+            let st = &mut qs.list[queue];
+            match (finish, cancelled) {
+                (crate::task::raw::Finish::Panicked, _) => st.counters.panicked += 1,
+                (_, true) => st.counters.cancelled += 1,
+                _ => st.counters.completed += 1,
+            }
+            if polled {
+                st.sched.polled(id, group, elapsed, true);
+            } else {
+                st.sched.forget(id, group);
+            }
+            st.sched.group_ended(group);
+        }
+        if let Some(w) = join_waker {
+            w.wake();
+        }
+        drop(detached); // drops an unread output, with no borrow held
+        panic
+    }
+
+    /// `should_yield()`: would the current run end at this boundary?
+    pub(crate) fn should_yield(&self) -> bool {
+        if !self.driving.get() || self.current_task.get().is_none() {
+            return false;
+        }
+        let Some(q) = self.run.borrow().queue else {
+            return false;
+        };
+        self.checkpoint(q);
+        self.place_activations();
+        let contended = self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1;
+        let mut r = self.run.borrow_mut();
+        let yes = r.preempt || r.turn_over || r.end_requested || (r.slice_over && contended);
+        if yes {
+            r.end_requested = true;
+        }
+        yes
+    }
+}

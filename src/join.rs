@@ -1,0 +1,100 @@
+#![forbid(unsafe_code)]
+//! `JoinHandle`: await a task's output, abort it, or detach by dropping.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use crate::error::JoinError;
+use crate::executor::core::Core;
+use crate::task::id::TaskId;
+
+/// An owned permission to await a task's output, as in tokio.
+///
+/// Awaiting it gives `Ok(output)`, or a [`JoinError`] if the task was
+/// aborted, panicked, or was dropped when its executor shut down. Dropping
+/// the handle **detaches** the task: it keeps running and its output is
+/// dropped when it completes.
+///
+/// ```
+/// use tourbillon::Builder;
+///
+/// let ex = Builder::new().queue("main", 1).build().unwrap();
+/// ex.block_on(async {
+///     let h = ex.spawn("main", async { 40 + 2 }).unwrap();
+///     assert_eq!(h.await.unwrap(), 42);
+///
+///     let h = ex.spawn("main", std::future::pending::<()>()).unwrap();
+///     h.abort();
+///     assert!(h.await.unwrap_err().is_cancelled());
+/// });
+/// ```
+#[must_use = "dropping a JoinHandle detaches the task: it keeps running; use `.abort()` to cancel it"]
+pub struct JoinHandle<T> {
+    core: Rc<Core>,
+    id: TaskId,
+    _output: PhantomData<T>,
+}
+
+impl<T: 'static> JoinHandle<T> {
+    pub(crate) fn new(core: Rc<Core>, id: TaskId) -> Self {
+        Self {
+            core,
+            id,
+            _output: PhantomData,
+        }
+    }
+
+    /// Cancels the task. An idle or queued task is dropped at the executor's
+    /// next poll boundary without being polled again; a task aborting itself
+    /// (or aborted while being polled) is dropped when its poll returns. A
+    /// task that completed first keeps its output: awaiting the handle then
+    /// gives `Ok`. Aborting a finished task does nothing.
+    pub fn abort(&self) {
+        self.core.abort(self.id);
+    }
+
+    /// Whether the task has ended (completed, panicked or cancelled).
+    pub fn is_finished(&self) -> bool {
+        self.core.tasks.borrow().is_finished(self.id)
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+}
+
+impl<T: 'static> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (poll, entry) = self
+            .core
+            .tasks
+            .borrow_mut()
+            .join_poll::<T>(self.id, cx.waker());
+        drop(entry); // stage already consumed: frees the cell
+        poll
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        let entry = match self.core.tasks.try_borrow_mut() {
+            Ok(mut tasks) => tasks.join_drop(self.id),
+            Err(_) => None,
+        };
+        // Dropped outside the borrow: this drops an unread output.
+        drop(entry);
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.id).finish()
+    }
+}

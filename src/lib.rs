@@ -1,0 +1,30 @@
+#![doc = include_str!("../README.md")]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod builder;
+mod error;
+mod executor;
+mod join;
+mod queue;
+mod sched;
+mod stats;
+mod task;
+mod waker;
+mod yield_now;
+
+pub use builder::{
+    Builder, PanicPolicy, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
+    DEFAULT_MIN_RUN,
+};
+pub use error::{BuildError, JoinError, SpawnError};
+pub use executor::clock::{Clock, ManualClock, SystemClock};
+pub use executor::drive::RunUntil;
+pub use executor::{spawn, try_spawn, Executor, Spawner};
+pub use join::JoinHandle;
+pub use queue::handle::QueueHandle;
+pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
+pub use sched::{RunnableFifo, Scheduler};
+pub use stats::{ExecutorStats, QueueStats};
+pub use task::id::{GroupId, TaskId};
+pub use yield_now::{should_yield, yield_maybe, yield_now, YieldNow};

@@ -1,0 +1,44 @@
+#![forbid(unsafe_code)]
+//! `QueueHandle`: spawn into one queue without looking its key up.
+
+use std::fmt;
+use std::future::Future;
+use std::rc::Rc;
+
+use crate::error::SpawnError;
+use crate::executor::core::Core;
+use crate::join::JoinHandle;
+
+/// A cheap, clonable handle to one queue of an executor (`!Send`, like the
+/// executor). Get one with [`Executor::queue`](crate::Executor::queue).
+/// Spawning through it after the executor was dropped gives
+/// [`SpawnError::Shutdown`].
+#[derive(Clone)]
+pub struct QueueHandle {
+    pub(crate) core: Rc<Core>,
+    pub(crate) index: usize,
+}
+
+impl QueueHandle {
+    /// Spawns `future` onto this queue.
+    pub fn spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.core.spawn(self.index, future)
+    }
+
+    /// The queue's index in declaration order.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl fmt::Debug for QueueHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueHandle")
+            .field("index", &self.index)
+            .finish()
+    }
+}

@@ -1,0 +1,176 @@
+#![forbid(unsafe_code)]
+//! Task queues: their configuration, their runtime state (scheduler,
+//! counters) and the key -> index map.
+
+pub(crate) mod handle;
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::time::Duration;
+
+use crate::executor::eevdf::{Eevdf, Entity};
+use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
+use crate::stats::QueueCounters;
+use crate::task::id::{GroupId, TaskId};
+
+/// A type that can name a queue: any small copyable key, such as an enum.
+///
+/// Implemented for every `Copy + Eq + Hash + Debug + 'static` type.
+pub trait QueueKey: Copy + Eq + Hash + Debug + 'static {}
+impl<T: Copy + Eq + Hash + Debug + 'static> QueueKey for T {}
+
+/// The largest number of shares of one queue. Shares are relative: what
+/// matters is `shares(i) / sum(shares(j))` over the queues that have
+/// runnable tasks.
+pub const MAX_SHARES: u32 = 10_000;
+
+/// The largest number of queues of one executor. Picking a queue scans the
+/// runnable ones (exact and cheap at this size).
+pub const MAX_QUEUES: usize = 256;
+
+/// How a queue is declared: its shares, its scheduler, its slice.
+///
+/// ```
+/// use std::time::Duration;
+/// use tourbillon::{QueueSpec, RunnableFifo};
+///
+/// let spec = QueueSpec::new(8)
+///     .scheduler(RunnableFifo::new())
+///     .slice(Duration::from_micros(250));
+/// # let _ = spec;
+/// ```
+pub struct QueueSpec {
+    pub(crate) shares: u32,
+    pub(crate) scheduler: QueueScheduler,
+    pub(crate) slice: Option<Duration>,
+}
+
+impl QueueSpec {
+    /// A queue with `shares` (1 to [`MAX_SHARES`]) and a [`RunnableFifo`].
+    ///
+    /// When several queues have runnable tasks, queue `i` receives about
+    /// `shares(i) / sum(shares)` of the thread; an idle queue costs nothing
+    /// and a lone runnable queue gets all of it.
+    pub fn new(shares: u32) -> Self {
+        Self {
+            shares,
+            scheduler: QueueScheduler::Fifo(RunnableFifo::new()),
+            slice: None,
+        }
+    }
+
+    /// The scheduler that orders this queue's runnable tasks.
+    pub fn scheduler<S: Scheduler>(mut self, scheduler: S) -> Self {
+        self.scheduler = QueueScheduler::from_scheduler(scheduler);
+        self
+    }
+
+    /// This queue's slice (its EEVDF request): how long it runs before the
+    /// executor considers switching queues. A shorter slice gives an earlier
+    /// deadline (lower wake-up latency) without changing the share. Default:
+    /// the builder's [`base_slice`](crate::Builder::base_slice).
+    pub fn slice(mut self, slice: Duration) -> Self {
+        self.slice = Some(slice);
+        self
+    }
+}
+
+impl std::fmt::Debug for QueueSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueSpec")
+            .field("shares", &self.shares)
+            .field("scheduler", &self.scheduler.kind())
+            .field("slice", &self.slice)
+            .finish()
+    }
+}
+
+/// One queue at run time.
+pub(crate) struct QueueState {
+    pub(crate) name: String,
+    pub(crate) shares: u32,
+    pub(crate) sched: QueueScheduler,
+    pub(crate) timing: bool,
+    pub(crate) counters: QueueCounters,
+    /// Running estimate of the cost of one poll, ns (amortised clock reads).
+    pub(crate) poll_cost_ns: u64,
+    /// Waiting for EEVDF placement at the next boundary.
+    pub(crate) activation_pending: bool,
+}
+
+/// Every queue of an executor plus the EEVDF table, indexed alike.
+pub(crate) struct Queues {
+    pub(crate) list: Vec<QueueState>,
+    pub(crate) eevdf: Eevdf,
+    /// Queues that went from empty to non-empty since the last boundary.
+    pub(crate) pending: Vec<usize>,
+}
+
+impl Queues {
+    pub(crate) fn new(specs: Vec<(String, QueueSpec)>, base_slice: Duration) -> Self {
+        let mut list = Vec::with_capacity(specs.len());
+        let mut ents = Vec::with_capacity(specs.len());
+        for (name, spec) in specs {
+            let slice = spec.slice.unwrap_or(base_slice).as_nanos() as u64;
+            ents.push(Entity::new(spec.shares as u64, slice));
+            list.push(QueueState {
+                name,
+                shares: spec.shares,
+                timing: spec.scheduler.wants_timing(),
+                sched: spec.scheduler,
+                counters: QueueCounters::default(),
+                poll_cost_ns: 0,
+                activation_pending: false,
+            });
+        }
+        Self {
+            list,
+            eevdf: Eevdf::new(ents),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Pushes a runnable task; returns `true` if its queue just became
+    /// non-empty and awaits placement.
+    #[inline]
+    pub(crate) fn push(&mut self, q: usize, task: TaskId, group: GroupId) -> bool {
+        let qs = &mut self.list[q];
+        qs.sched.push(task, group);
+        if qs.activation_pending || self.eevdf.ents[q].runnable {
+            return false;
+        }
+        qs.activation_pending = true;
+        self.pending.push(q);
+        true
+    }
+}
+
+/// Maps queue keys to queue indices: a linear scan for a few queues (faster
+/// than hashing), a hash map beyond.
+pub(crate) struct KeyMap<K> {
+    keys: Vec<K>,
+    map: Option<HashMap<K, usize>>,
+}
+
+const LINEAR_SCAN_MAX: usize = 8;
+
+impl<K: QueueKey> KeyMap<K> {
+    pub(crate) fn new(keys: Vec<K>) -> Self {
+        let map = (keys.len() > LINEAR_SCAN_MAX)
+            .then(|| keys.iter().enumerate().map(|(i, k)| (*k, i)).collect());
+        Self { keys, map }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: &K) -> Option<usize> {
+        match &self.map {
+            Some(m) => m.get(key).copied(),
+            None => self.keys.iter().position(|k| k == key),
+        }
+    }
+
+    pub(crate) fn keys(&self) -> &[K] {
+        &self.keys
+    }
+}

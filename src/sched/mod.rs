@@ -1,0 +1,192 @@
+#![forbid(unsafe_code)]
+//! The per-queue task scheduler: which runnable task of a queue runs next.
+//!
+//! Between queues the executor decides (EEVDF, by weight); inside a queue a
+//! [`Scheduler`] does. The trait sees only task ids, group ids and measured
+//! durations: the executor owns tasks, wakers, channels and clocks.
+//!
+//! # Contract
+//!
+//! What the executor guarantees:
+//! * [`push`](Scheduler::push) is called when a task becomes runnable (it is
+//!   spawned, or woken after a poll returned `Pending`), at most once between
+//!   two [`pop`](Scheduler::pop)s that return it: several wakes of a task are
+//!   merged before they reach the scheduler.
+//! * After each poll of a task that `pop` returned,
+//!   [`polled`](Scheduler::polled) is called once, with the poll's measured
+//!   duration if [`wants_timing`](Scheduler::wants_timing) is `true`, and
+//!   whether the task finished. A task that is pending again is pushed again
+//!   only when it is woken, after `polled`.
+//! * [`forget`](Scheduler::forget) is called when a task ends without a poll
+//!   (aborted while idle or queued, or dropped at shutdown). If the scheduler
+//!   still holds the id it may drop it then, or return it from `pop` later:
+//!   the executor skips ids of ended tasks.
+//! * [`group_ended`](Scheduler::group_ended) is called once, when the last
+//!   task of a group has ended (by finishing, abort or shutdown).
+//! * All calls happen on the executor's thread, never re-entrantly.
+//!
+//! What a scheduler must guarantee: never lose a task (every pushed id is
+//! eventually returned by `pop`, unless forgotten), never return an id twice
+//! for one push, and keep `len` equal to the number of ids it holds. It must
+//! not panic: a panic inside a scheduler unwinds through the executor.
+//!
+//! Built-in schedulers are dispatched statically (a `match`, no virtual
+//! call per poll); a custom scheduler is called through a `Box<dyn Scheduler>`.
+
+pub(crate) mod fifo;
+
+use std::any::Any;
+use std::time::Duration;
+
+use crate::task::id::{GroupId, TaskId};
+pub use fifo::RunnableFifo;
+
+/// Orders the runnable tasks of one queue. See the [module docs](self) for
+/// the contract.
+///
+/// A last-in-first-out scheduler, written outside the crate:
+///
+/// ```
+/// use tourbillon::{Builder, GroupId, QueueSpec, Scheduler, TaskId};
+///
+/// #[derive(Default)]
+/// struct Lifo(Vec<TaskId>);
+///
+/// impl Scheduler for Lifo {
+///     fn push(&mut self, task: TaskId, _group: GroupId) {
+///         self.0.push(task);
+///     }
+///     fn pop(&mut self) -> Option<TaskId> {
+///         self.0.pop()
+///     }
+///     fn len(&self) -> usize {
+///         self.0.len()
+///     }
+/// }
+///
+/// let ex = Builder::new()
+///     .queue_with("lifo", QueueSpec::new(1).scheduler(Lifo::default()))
+///     .build()
+///     .unwrap();
+/// let out = ex.block_on(async {
+///     let a = ex.spawn("lifo", async { 1 }).unwrap();
+///     let b = ex.spawn("lifo", async { 2 }).unwrap();
+///     a.await.unwrap() + b.await.unwrap()
+/// });
+/// assert_eq!(out, 3);
+/// ```
+pub trait Scheduler: 'static {
+    /// `task`, of group `group`, became runnable.
+    fn push(&mut self, task: TaskId, group: GroupId);
+
+    /// Removes and returns the task to poll next.
+    fn pop(&mut self) -> Option<TaskId>;
+
+    /// Number of task ids held.
+    fn len(&self) -> usize;
+
+    /// Whether no task id is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether [`polled`](Scheduler::polled) should receive each poll's
+    /// duration. Asking costs one clock read per poll. Read once, when the
+    /// executor is built.
+    fn wants_timing(&self) -> bool {
+        false
+    }
+
+    /// A poll of `task` (returned by `pop`) ended; `elapsed` is its measured
+    /// duration when timing was asked for; `finished` says the task is done.
+    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+        let _ = (task, group, elapsed, finished);
+    }
+
+    /// `task` ended without being polled (aborted, or shut down).
+    fn forget(&mut self, task: TaskId, group: GroupId) {
+        let _ = (task, group);
+    }
+
+    /// The last task of `group` ended: per-group state can go.
+    fn group_ended(&mut self, group: GroupId) {
+        let _ = group;
+    }
+}
+
+/// A queue's scheduler: built-ins by value (static dispatch), others boxed.
+pub(crate) enum QueueScheduler {
+    Fifo(RunnableFifo),
+    Custom(Box<dyn Scheduler>),
+}
+
+impl QueueScheduler {
+    /// Wraps `s`, recognising the built-in schedulers by type.
+    pub(crate) fn from_scheduler<S: Scheduler>(s: S) -> Self {
+        let mut slot = Some(s);
+        if let Some(f) = (&mut slot as &mut dyn Any).downcast_mut::<Option<RunnableFifo>>() {
+            if let Some(f) = f.take() {
+                return QueueScheduler::Fifo(f);
+            }
+        }
+        match slot {
+            Some(s) => QueueScheduler::Custom(Box::new(s)),
+            None => QueueScheduler::Fifo(RunnableFifo::new()),
+        }
+    }
+
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            QueueScheduler::Fifo(_) => "RunnableFifo",
+            QueueScheduler::Custom(_) => "custom",
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            QueueScheduler::Fifo($s) => $e,
+            QueueScheduler::Custom($s) => $e,
+        }
+    };
+}
+
+impl QueueScheduler {
+    #[inline]
+    pub(crate) fn push(&mut self, task: TaskId, group: GroupId) {
+        dispatch!(self, s => s.push(task, group))
+    }
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<TaskId> {
+        dispatch!(self, s => s.pop())
+    }
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        dispatch!(self, s => s.len())
+    }
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        dispatch!(self, s => s.is_empty())
+    }
+    pub(crate) fn wants_timing(&self) -> bool {
+        dispatch!(self, s => s.wants_timing())
+    }
+    #[inline]
+    pub(crate) fn polled(
+        &mut self,
+        task: TaskId,
+        group: GroupId,
+        elapsed: Option<Duration>,
+        finished: bool,
+    ) {
+        dispatch!(self, s => s.polled(task, group, elapsed, finished))
+    }
+    pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
+        dispatch!(self, s => s.forget(task, group))
+    }
+    #[inline]
+    pub(crate) fn group_ended(&mut self, group: GroupId) {
+        dispatch!(self, s => s.group_ended(group))
+    }
+}

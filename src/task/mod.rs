@@ -1,0 +1,64 @@
+//! Tasks: identity, storage, state and the type-erased cell.
+//!
+//! # Reference types
+//!
+//! * [`TaskId`](id::TaskId): slab index + generation. Held by schedulers,
+//!   join handles and inbox entries; never dangles (a stale id simply finds
+//!   no entry, or an entry of another generation).
+//! * `TaskEntry` (`slab.rs`): the executor's record of a live task (state
+//!   bits, queue, group, join waker) and the owner of one reference to the
+//!   task cell.
+//! * `OwnedTask` / `RawTask` (`raw.rs`): an owning / a borrowed pointer to
+//!   the heap cell that holds the header and the future or its result.
+//! * `Waker`: the header's own waker is lent to every poll; clones own a
+//!   reference each and may travel to any thread.
+//!
+//! # State bits (`state.rs`, executor thread only)
+//!
+//! `SCHEDULED` (in a scheduler or the deferred list), `RUNNING` (being
+//! polled: the lock on the stage and the entry), `NOTIFIED` (woken during
+//! its poll), `COMPLETE` (future gone, result stored or consumed),
+//! `JOIN_INTEREST` (a join handle lives), `CANCELLED` (aborted).
+//!
+//! # Life cycle
+//!
+//! ```text
+//!            spawn (1)
+//!               |
+//!               v        pop + poll_task (2)        Pending, not woken (3)
+//!  +-------> SCHEDULED ----------------------> RUNNING ------------------> idle
+//!  |            ^                              |   |                        |
+//!  |            | woken during poll (4)        |   | Ready / panic /        |
+//!  |            +------------------------------+   | cancelled (5)          |
+//!  |                                               v                        |
+//!  |                                           COMPLETE --join_poll (6)--> removed
+//!  |                                               |    (or at once if detached)
+//!  +--------------- wake (7) ----------------------|------------------------+
+//!                                  abort while idle/queued: cancel_idle (8)
+//! ```
+//!
+//! 1. `TaskSlab::insert` + push to the queue's scheduler.
+//! 2. `slab::poll_task` sets RUNNING, releases the slab, polls.
+//! 3. `poll_task` clears RUNNING; the task waits for a wake.
+//! 4. `TaskSlab::wake` on a RUNNING task sets NOTIFIED; `poll_task` turns it
+//!    into SCHEDULED and the run loop pushes it behind the queued tasks.
+//! 5. `TaskSlab::complete`: the future was dropped in place and the result
+//!    stored; the join waker is woken.
+//! 6. `TaskSlab::join_poll` moves the result out and frees the slot (its
+//!    generation is bumped).
+//! 7. `TaskSlab::wake` on an idle task sets SCHEDULED; the caller pushes it.
+//! 8. `TaskSlab::abort` sets CANCELLED; at the next poll boundary
+//!    `slab::cancel_idle` drops the future unpolled (tokio's documented rule:
+//!    an idle aborted task is shut down without running again).
+//!
+//! # Safety
+//!
+//! `unsafe` is confined to `raw.rs` (the cell and its vtable), `slab.rs`
+//! (the calls that touch a stage, each guarded by the bits above) and
+//! `crate::waker`. The invariants are listed at the top of `raw.rs` and
+//! `slab.rs`.
+
+pub(crate) mod id;
+pub(crate) mod raw;
+pub(crate) mod slab;
+pub(crate) mod state;

@@ -1,0 +1,443 @@
+//! The type-erased task cell: one heap allocation per task holding the
+//! header (reference count, vtable, id, the task's waker) and the stage
+//! (the future, then its result).
+//!
+//! This file and `waker.rs` are the only places that hold `unsafe` code
+//! besides the poll harness in `task/slab.rs`. The invariants:
+//!
+//! * **Liveness.** The cell is freed when the reference count drops to zero.
+//!   The slab entry owns one reference ([`OwnedTask`]); every cloned `Waker`
+//!   owns one. The waker stored in the header does not count (it is never
+//!   dropped) and is only handed out as `&Waker` while a reference is held.
+//! * **Stage access.** The stage is read and written only on the executor's
+//!   thread, by the slab, and never by two operations at once: the slab's
+//!   `RUNNING` bit excludes everything else during a poll, and the `COMPLETE`
+//!   bit says the future is gone. Foreign threads touch only the atomics, the
+//!   id and the remote handle of the header, all of which are `Sync`.
+//! * **Freeing on a foreign thread.** When the last reference is a waker on
+//!   another thread, the cell is freed there. By then the stage is always
+//!   `Consumed` (the slab consumes it before it gives up its reference), so
+//!   no `!Send` future or output is dropped off the executor's thread.
+
+use std::any::{Any, TypeId};
+use std::cell::UnsafeCell;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use crate::error::JoinError;
+use crate::executor::inbox::Remote;
+use crate::task::id::TaskId;
+
+/// The part of a task that wakers may see, on any thread.
+pub(crate) struct Header {
+    /// Owners of the cell: the slab entry and every cloned waker.
+    refs: AtomicUsize,
+    vtable: &'static TaskVTable,
+    pub(crate) id: TaskId,
+    /// The executor's thread-safe half (inbox, unparker). Kept alive by the
+    /// cell so a waker that outlives the executor stays harmless.
+    pub(crate) remote: Arc<Remote>,
+    /// Set by a foreign-thread wake until the executor drains it from the
+    /// inbox: many foreign wakes before that enqueue the id once.
+    pub(crate) remote_notified: AtomicBool,
+    /// The task's waker, created once at spawn and lent to every poll.
+    /// It does not own a reference and is never dropped.
+    waker: ManuallyDrop<Waker>,
+}
+
+// Compile-time check: wakers may carry a header reference to any thread.
+const _: () = {
+    const fn assert_sync<T: Sync + Send>() {}
+    assert_sync::<Header>();
+};
+
+/// What a poll ended with, when the future is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// The future returned `Ready`; the stage holds its output.
+    Output,
+    /// The future panicked; the stage holds the payload.
+    Panicked,
+}
+
+struct TaskVTable {
+    poll: unsafe fn(NonNull<Header>) -> Poll<Finish>,
+    cancel: unsafe fn(NonNull<Header>) -> Finish,
+    read_output: unsafe fn(NonNull<Header>, *mut ()),
+    drop_stage: unsafe fn(NonNull<Header>),
+    take_panic: unsafe fn(NonNull<Header>) -> Option<Box<dyn Any + Send>>,
+    dealloc: unsafe fn(NonNull<Header>),
+    output_type: fn() -> TypeId,
+}
+
+enum Stage<F: Future> {
+    Running(F),
+    Finished(Result<F::Output, JoinError>),
+    Consumed,
+}
+
+/// `repr(C)` so that a pointer to the cell is a pointer to its header.
+#[repr(C)]
+struct Cell<F: Future> {
+    header: Header,
+    stage: UnsafeCell<Stage<F>>,
+}
+
+/// A non-owning pointer to a task cell. Every method is `unsafe`: the caller
+/// must hold a reference (normally through the slab entry) for the call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct RawTask {
+    ptr: NonNull<Header>,
+}
+
+/// The slab's owning reference to a task cell. `!Send`: it lives on the
+/// executor's thread with the stage it guards.
+pub(crate) struct OwnedTask {
+    raw: RawTask,
+}
+
+impl OwnedTask {
+    /// Allocates a task cell for `future` with one reference, owned by the
+    /// returned value.
+    pub(crate) fn new<F>(future: F, id: TaskId, remote: Arc<Remote>) -> OwnedTask
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let cell = Box::new(Cell {
+            header: Header {
+                refs: AtomicUsize::new(1),
+                vtable: vtable::<F>(),
+                id,
+                remote,
+                remote_notified: AtomicBool::new(false),
+                waker: ManuallyDrop::new(Waker::noop().clone()),
+            },
+            stage: UnsafeCell::new(Stage::Running(future)),
+        });
+        let ptr = NonNull::from(Box::leak(cell)).cast::<Header>();
+        let waker = crate::waker::task_waker_unowned(ptr);
+        // SAFETY: `ptr` was just allocated and is not shared yet, so writing
+        // the header's waker field cannot race; the noop waker it replaces
+        // needs no drop.
+        unsafe { ptr::write(&raw mut (*ptr.as_ptr()).waker, ManuallyDrop::new(waker)) };
+        OwnedTask {
+            raw: RawTask { ptr },
+        }
+    }
+
+    /// The non-owning pointer, valid while `self` lives.
+    pub(crate) fn raw(&self) -> RawTask {
+        self.raw
+    }
+
+    /// The task's own waker.
+    pub(crate) fn waker(&self) -> &Waker {
+        // SAFETY: `self` owns a reference, so the header is alive for `&self`.
+        unsafe { &(*self.raw.ptr.as_ptr()).waker }
+    }
+
+    /// The header (id, remote handle).
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: `self` owns a reference, so the header is alive for `&self`.
+        unsafe { self.raw.ptr.as_ref() }
+    }
+}
+
+impl Drop for OwnedTask {
+    fn drop(&mut self) {
+        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor thread;
+        // the slab never drops an entry whose task is being polled (RUNNING),
+        // so no other stage operation is in progress. Dropping the stage is a
+        // no-op when the slab already consumed it, which is the normal case;
+        // this is the safety net that keeps futures from leaking.
+        unsafe { self.raw.drop_stage() };
+        // SAFETY: we own one reference and give it up here, once.
+        unsafe { release(self.raw.ptr) };
+    }
+}
+
+impl RawTask {
+    /// Polls the future once with the task's own waker.
+    ///
+    /// # Safety
+    /// On the executor thread; the cell is kept alive for the call; no other
+    /// operation on the stage runs during the call (the slab's RUNNING bit);
+    /// the stage is `Running`.
+    pub(crate) unsafe fn poll(self) -> Poll<Finish> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { (self.header().vtable.poll)(self.ptr) }
+    }
+
+    /// Drops the future without polling it and stores `JoinError::Cancelled`
+    /// (or the panic of the future's destructor).
+    ///
+    /// # Safety
+    /// As for [`RawTask::poll`]; the stage is `Running`.
+    pub(crate) unsafe fn cancel(self) -> Finish {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { (self.header().vtable.cancel)(self.ptr) }
+    }
+
+    /// Moves the result out of the stage into `out`.
+    ///
+    /// # Safety
+    /// On the executor thread, the cell alive, no other stage operation in
+    /// progress, the stage `Finished`.
+    ///
+    /// # Panics
+    /// If `T` is not the task's output type (a bug in the crate).
+    pub(crate) unsafe fn read_output<T: 'static>(self, out: &mut Poll<Result<T, JoinError>>) {
+        let vtable = self.header().vtable;
+        assert_eq!(
+            (vtable.output_type)(),
+            TypeId::of::<T>(),
+            "tourbillon bug: join handle type does not match its task"
+        );
+        // SAFETY: `out` points to a `Poll<Result<T, JoinError>>` with `T` the
+        // output type (checked above); the rest is this function's contract.
+        unsafe { (vtable.read_output)(self.ptr, out as *mut _ as *mut ()) }
+    }
+
+    /// Drops whatever the stage holds (future or result); no-op if consumed.
+    ///
+    /// # Safety
+    /// On the executor thread, the cell alive, no other stage operation in
+    /// progress.
+    pub(crate) unsafe fn drop_stage(self) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { (self.header().vtable.drop_stage)(self.ptr) }
+    }
+
+    /// Moves a panic payload out of a `Finished(Err(Panic))` stage, leaving a
+    /// placeholder payload for the join handle.
+    ///
+    /// # Safety
+    /// As for [`RawTask::read_output`].
+    pub(crate) unsafe fn take_panic(self) -> Option<Box<dyn Any + Send>> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { (self.header().vtable.take_panic)(self.ptr) }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: every caller of the `unsafe` methods above guarantees the
+        // cell is alive; the header is immutable apart from its atomics.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+/// Adds a reference (a waker clone).
+///
+/// # Safety
+/// `ptr` points to a live task header, kept alive by a reference the caller
+/// holds or borrows.
+pub(crate) unsafe fn retain(ptr: NonNull<Header>) {
+    // SAFETY: the header is alive per the contract.
+    let old = unsafe { ptr.as_ref() }.refs.fetch_add(1, Ordering::Relaxed);
+    if old > isize::MAX as usize {
+        // Same policy as `Arc`: a reference count this large means wakers
+        // are being leaked in a loop; aborting beats an overflow.
+        std::process::abort();
+    }
+}
+
+/// Gives up one reference, freeing the cell if it was the last.
+///
+/// # Safety
+/// The caller owns one reference to the live header at `ptr` and does not use
+/// `ptr` afterwards.
+pub(crate) unsafe fn release(ptr: NonNull<Header>) {
+    // SAFETY: the caller's reference keeps the header alive until this
+    // decrement.
+    let header = unsafe { ptr.as_ref() };
+    if header.refs.fetch_sub(1, Ordering::Release) != 1 {
+        return;
+    }
+    // Synchronise with every other release before freeing (as `Arc` does).
+    fence(Ordering::Acquire);
+    let dealloc = header.vtable.dealloc;
+    // SAFETY: that was the last reference; nobody else can reach the cell.
+    unsafe { dealloc(ptr) }
+}
+
+/// Borrows the header behind a waker's data pointer.
+///
+/// # Safety
+/// `ptr` came from a waker built by `crate::waker` whose reference (owned or
+/// borrowed) is alive for `'a`.
+pub(crate) unsafe fn header_ref<'a>(ptr: *const ()) -> &'a Header {
+    // SAFETY: per the contract, `ptr` is a live `Header`.
+    unsafe { &*(ptr as *const Header) }
+}
+
+fn vtable<F>() -> &'static TaskVTable
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    &TaskVTable {
+        poll: poll::<F>,
+        cancel: cancel::<F>,
+        read_output: read_output::<F>,
+        drop_stage: drop_stage::<F>,
+        take_panic: take_panic::<F>,
+        dealloc: dealloc::<F>,
+        output_type: TypeId::of::<F::Output>,
+    }
+}
+
+/// The stage of the cell at `ptr`.
+///
+/// # Safety
+/// The cell is a live `Cell<F>`, and the caller has exclusive access to the
+/// stage for the returned pointer's use (executor thread, slab bits).
+unsafe fn stage<F: Future>(ptr: NonNull<Header>) -> *mut Stage<F> {
+    // SAFETY: `Cell<F>` is `repr(C)` with the header first, and the header
+    // pointer came from a `Cell<F>` allocation of this vtable's `F`.
+    unsafe { (*ptr.cast::<Cell<F>>().as_ptr()).stage.get() }
+}
+
+/// Drops the stage in place (futures are pinned: never moved before drop)
+/// and leaves it `Consumed`, catching a panicking destructor.
+///
+/// # Safety
+/// `stage` is valid and exclusively accessed for the call.
+unsafe fn drop_in_place_catching<F: Future>(
+    stage: *mut Stage<F>,
+) -> Result<(), Box<dyn Any + Send>> {
+    // SAFETY: the stage is valid and ours (contract). If a destructor panics,
+    // unwinding still drops the remaining fields, and the slot is then
+    // overwritten without reading it.
+    let result = catch_unwind(AssertUnwindSafe(|| unsafe { ptr::drop_in_place(stage) }));
+    // SAFETY: the old value was dropped above; overwrite without dropping.
+    unsafe { ptr::write(stage, Stage::Consumed) };
+    result
+}
+
+unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
+    // SAFETY: the caller (`RawTask::poll`) guarantees a live cell of this `F`
+    // and exclusive stage access for the call.
+    let stage = unsafe { stage::<F>(ptr) };
+    // SAFETY: the cell is alive, so is the waker in its header.
+    let waker: &Waker = unsafe { &(*ptr.as_ptr()).waker };
+    // SAFETY: exclusive access (see above).
+    let Stage::Running(future) = (unsafe { &mut *stage }) else {
+        debug_assert!(false, "polled a task whose future is gone");
+        return Poll::Ready(Finish::Output);
+    };
+    // SAFETY: the future lives in the heap cell and is never moved: it is
+    // dropped in place by `drop_in_place_catching` before the cell is freed.
+    let future = unsafe { Pin::new_unchecked(future) };
+    let mut cx = Context::from_waker(waker);
+    let id = {
+        // SAFETY: the header is alive (see above).
+        unsafe { ptr.as_ref() }.id
+    };
+    match catch_unwind(AssertUnwindSafe(|| future.poll(&mut cx))) {
+        Ok(Poll::Pending) => Poll::Pending,
+        Ok(Poll::Ready(output)) => {
+            // SAFETY: exclusive stage access; the future returned Ready and is
+            // dropped in place before the result is written.
+            match unsafe { drop_in_place_catching(stage) } {
+                Ok(()) => {
+                    // SAFETY: the stage is `Consumed` (nothing to drop).
+                    unsafe { ptr::write(stage, Stage::Finished(Ok(output))) };
+                    Poll::Ready(Finish::Output)
+                }
+                Err(payload) => {
+                    drop(output);
+                    // SAFETY: the stage is `Consumed` (nothing to drop).
+                    unsafe {
+                        ptr::write(stage, Stage::Finished(Err(JoinError::panic(id, payload))))
+                    };
+                    Poll::Ready(Finish::Panicked)
+                }
+            }
+        }
+        Err(payload) => {
+            // SAFETY: exclusive stage access; the panicked future is dropped
+            // in place (a second panic from its destructor is swallowed: the
+            // first payload is the one to report).
+            let _ = unsafe { drop_in_place_catching(stage) };
+            // SAFETY: the stage is `Consumed` (nothing to drop).
+            unsafe { ptr::write(stage, Stage::Finished(Err(JoinError::panic(id, payload)))) };
+            Poll::Ready(Finish::Panicked)
+        }
+    }
+}
+
+unsafe fn cancel<F: Future>(ptr: NonNull<Header>) -> Finish {
+    // SAFETY: the caller (`RawTask::cancel`) guarantees a live cell of this
+    // `F` and exclusive stage access.
+    let stage = unsafe { stage::<F>(ptr) };
+    // SAFETY: as above.
+    let id = unsafe { ptr.as_ref() }.id;
+    // SAFETY: exclusive stage access.
+    let (result, finish) = match unsafe { drop_in_place_catching(stage) } {
+        Ok(()) => (Err(JoinError::cancelled(id)), Finish::Output),
+        Err(payload) => (Err(JoinError::panic(id, payload)), Finish::Panicked),
+    };
+    // SAFETY: the stage is `Consumed` (nothing to drop).
+    unsafe { ptr::write(stage, Stage::Finished(result)) };
+    finish
+}
+
+unsafe fn read_output<F: Future>(ptr: NonNull<Header>, out: *mut ()) {
+    // SAFETY: the caller (`RawTask::read_output`) guarantees a live cell of
+    // this `F`, exclusive stage access, and that `out` has this output type.
+    let stage = unsafe { stage::<F>(ptr) };
+    // SAFETY: exclusive access; a finished stage holds no pinned future, so
+    // moving its result out is fine.
+    match unsafe { ptr::replace(stage, Stage::Consumed) } {
+        Stage::Finished(result) => {
+            // SAFETY: `out` is a valid `Poll<Result<F::Output, JoinError>>`.
+            unsafe { *(out as *mut Poll<Result<F::Output, JoinError>>) = Poll::Ready(result) };
+        }
+        other => {
+            // Not finished: put it back untouched (a crate bug; the caller
+            // checks COMPLETE first).
+            debug_assert!(false, "read_output on an unfinished task");
+            // SAFETY: the slot holds `Consumed`, which needs no drop.
+            unsafe { ptr::write(stage, other) };
+        }
+    }
+}
+
+unsafe fn drop_stage<F: Future>(ptr: NonNull<Header>) {
+    // SAFETY: the caller (`RawTask::drop_stage`) guarantees a live cell of
+    // this `F` and exclusive stage access.
+    let stage = unsafe { stage::<F>(ptr) };
+    // SAFETY: exclusive access.
+    if matches!(unsafe { &*stage }, Stage::Consumed) {
+        return;
+    }
+    // A panic from a destructor during clean-up has no one to report to.
+    // SAFETY: exclusive access.
+    let _ = unsafe { drop_in_place_catching(stage) };
+}
+
+unsafe fn take_panic<F: Future>(ptr: NonNull<Header>) -> Option<Box<dyn Any + Send>> {
+    // SAFETY: the caller (`RawTask::take_panic`) guarantees a live cell of
+    // this `F` and exclusive stage access.
+    let stage = unsafe { &mut *stage::<F>(ptr) };
+    match stage {
+        Stage::Finished(Err(err)) => err.take_payload(),
+        _ => None,
+    }
+}
+
+unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
+    // SAFETY: the last reference is gone, so we own the `Box<Cell<F>>` that
+    // `OwnedTask::new` leaked. Its stage is `Consumed` (the slab consumes it
+    // before releasing its reference), so dropping the box drops no future
+    // or output here, whatever thread this is; it drops the `Arc<Remote>`,
+    // which is `Send + Sync`. The header's waker is `ManuallyDrop` and owns
+    // no reference.
+    drop(unsafe { Box::from_raw(ptr.cast::<Cell<F>>().as_ptr()) });
+}

@@ -1,0 +1,415 @@
+//! Task storage: a [`slab`] of entries with generation-checked ids, and the
+//! harness that polls, cancels and completes a task.
+//!
+//! Every operation that reads or writes a task's stage is in this file, and
+//! each checks the entry's state bits first:
+//!
+//! | operation       | requires                     | during the call |
+//! |-----------------|------------------------------|-----------------|
+//! | `poll_task`     | not COMPLETE, not RUNNING    | RUNNING set     |
+//! | `cancel_idle`   | CANCELLED, not COMPLETE/RUNNING | RUNNING set  |
+//! | `join_poll`     | COMPLETE, not RUNNING        | slab borrowed   |
+//! | entry removal   | not RUNNING                  | -               |
+//!
+//! RUNNING is the lock: while it is set the entry is never removed (so the
+//! cell stays alive though the slab is not borrowed during the poll) and no
+//! other stage operation starts. The slab is released while user code runs
+//! (a poll, a destructor), so that code may spawn, wake, abort and join.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use slab::Slab;
+
+use super::id::{GroupId, TaskId};
+use super::raw::{Finish, OwnedTask};
+use super::state::{State, TransitionToScheduled};
+use crate::error::JoinError;
+use crate::executor::inbox::Remote;
+
+/// One live task, as the executor sees it.
+pub(crate) struct TaskEntry {
+    task: OwnedTask,
+    generation: u32,
+    state: State,
+    queue: u32,
+    group: GroupId,
+    join_waker: Option<Waker>,
+}
+
+impl TaskEntry {
+    pub(crate) fn queue(&self) -> usize {
+        self.queue as usize
+    }
+    pub(crate) fn group(&self) -> GroupId {
+        self.group
+    }
+    pub(crate) fn id(&self) -> TaskId {
+        TaskId::new(self.task.header().id.index(), self.generation)
+    }
+    pub(crate) fn take_join_waker(&mut self) -> Option<Waker> {
+        self.join_waker.take()
+    }
+}
+
+/// All live tasks of one executor.
+pub(crate) struct TaskSlab {
+    entries: Slab<TaskEntry>,
+    /// Next generation of each slot index.
+    generations: Vec<u32>,
+}
+
+/// How a poll (or a cancellation) ended.
+pub(crate) enum Polled {
+    /// The id is stale (the task ended): nothing was polled.
+    Stale,
+    /// The task is still pending; `reschedule` if it was woken during the
+    /// poll (the caller pushes it to its scheduler: the state says SCHEDULED).
+    Pending { group: GroupId, reschedule: bool },
+    /// The task ended.
+    Done(Done),
+}
+
+/// A task that ended; the caller finishes the job outside the slab borrow.
+pub(crate) struct Done {
+    pub(crate) queue: usize,
+    pub(crate) group: GroupId,
+    pub(crate) finish: Finish,
+    /// It ended by `abort()`.
+    pub(crate) cancelled: bool,
+    /// The panic payload, when asked for (panic propagation).
+    pub(crate) panic: Option<Box<dyn Any + Send>>,
+    /// The join handle's waker, to wake.
+    pub(crate) join_waker: Option<Waker>,
+    /// The removed entry of a detached task: dropping it drops the output.
+    pub(crate) detached: Option<TaskEntry>,
+}
+
+impl TaskSlab {
+    pub(crate) fn new() -> Self {
+        Self {
+            entries: Slab::new(),
+            generations: Vec::new(),
+        }
+    }
+
+    /// Number of live tasks.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Stores a new task, already SCHEDULED and with a join handle.
+    pub(crate) fn insert<F>(
+        &mut self,
+        future: F,
+        queue: usize,
+        group: GroupId,
+        remote: &Arc<Remote>,
+    ) -> TaskId
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let slot = self.entries.vacant_entry();
+        let index = slot.key();
+        if index >= self.generations.len() {
+            self.generations.resize(index + 1, 0);
+        }
+        let generation = self.generations[index];
+        let id = TaskId::new(index as u32, generation);
+        slot.insert(TaskEntry {
+            task: OwnedTask::new(future, id, remote.clone()),
+            generation,
+            state: State::INITIAL,
+            queue: queue as u32,
+            group,
+            join_waker: None,
+        });
+        id
+    }
+
+    pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
+        self.entries
+            .get(id.index() as usize)
+            .filter(|e| e.generation == id.generation())
+    }
+
+    fn get_mut(&mut self, id: TaskId) -> Option<&mut TaskEntry> {
+        self.entries
+            .get_mut(id.index() as usize)
+            .filter(|e| e.generation == id.generation())
+    }
+
+    fn remove(&mut self, id: TaskId) -> TaskEntry {
+        let index = id.index() as usize;
+        let entry = self.entries.remove(index);
+        debug_assert!(!entry.state.is_running());
+        self.generations[index] = self.generations[index].wrapping_add(1);
+        entry
+    }
+
+    /// A wake of `id`: `Some((queue, group))` if the caller must push it now.
+    pub(crate) fn wake(&mut self, id: TaskId) -> Option<(usize, GroupId)> {
+        let e = self.get_mut(id)?;
+        match e.state.transition_to_scheduled() {
+            TransitionToScheduled::Push => Some((e.queue(), e.group)),
+            TransitionToScheduled::AfterPoll | TransitionToScheduled::Nothing => None,
+        }
+    }
+
+    /// Marks a running task as queued for the next host turn (a deferred
+    /// yield). Returns `false` if the task will be pushed anyway.
+    pub(crate) fn defer(&mut self, id: TaskId) -> bool {
+        let Some(e) = self.get_mut(id) else {
+            return false;
+        };
+        if e.state.is_complete() || e.state.is_scheduled() || e.state.is_notified() {
+            return false;
+        }
+        e.state.set_scheduled(true);
+        true
+    }
+
+    /// Where a deferred (yielded) task goes at the next host turn, if it is
+    /// still waiting there.
+    pub(crate) fn deferred_target(&self, id: TaskId) -> Option<(usize, GroupId)> {
+        let e = self.get(id)?;
+        (e.state.is_scheduled() && !e.state.is_complete() && !e.state.is_running())
+            .then(|| (e.queue(), e.group))
+    }
+
+    /// Clears the foreign-wake dedup flag of `id` before its wake is applied.
+    pub(crate) fn clear_remote_notified(&self, id: TaskId) {
+        if let Some(e) = self.get(id) {
+            e.task
+                .header()
+                .remote_notified
+                .swap(false, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether `waker` is the own waker of the live task `id`.
+    pub(crate) fn is_own_waker(&self, id: TaskId, waker: &Waker) -> bool {
+        self.get(id)
+            .is_some_and(|e| e.task.waker().will_wake(waker))
+    }
+
+    /// `abort()`: returns `true` if the caller must cancel the task at the
+    /// next poll boundary (it is idle or queued); a running task is
+    /// cancelled by `poll_task` when its poll returns.
+    pub(crate) fn abort(&mut self, id: TaskId) -> bool {
+        let Some(e) = self.get_mut(id) else {
+            return false;
+        };
+        if e.state.is_complete() || e.state.is_cancelled() {
+            return false;
+        }
+        e.state.set_cancelled();
+        !e.state.is_running()
+    }
+
+    /// Whether the task ended (or is gone).
+    pub(crate) fn is_finished(&self, id: TaskId) -> bool {
+        self.get(id).is_none_or(|e| e.state.is_complete())
+    }
+
+    /// The join handle of `id` is polled. Returns the result when the task
+    /// is complete (the entry is removed: returned to be dropped by the
+    /// caller), else registers `waker`.
+    pub(crate) fn join_poll<T: 'static>(
+        &mut self,
+        id: TaskId,
+        waker: &Waker,
+    ) -> (Poll<Result<T, JoinError>>, Option<TaskEntry>) {
+        let Some(e) = self.get_mut(id) else {
+            // Gone: the executor shut down and dropped it.
+            return (Poll::Ready(Err(JoinError::cancelled(id))), None);
+        };
+        if !e.state.is_complete() || e.state.is_running() {
+            match &e.join_waker {
+                Some(w) if w.will_wake(waker) => {}
+                _ => e.join_waker = Some(waker.clone()),
+            }
+            return (Poll::Pending, None);
+        }
+        let mut out = Poll::Pending;
+        // SAFETY: the entry holds a reference (cell alive); COMPLETE and not
+        // RUNNING: no poll or cancel is in progress and the stage holds the
+        // result; we are on the executor thread (`TaskSlab` is `!Send`); `T`
+        // is checked against the task's output type inside.
+        unsafe { e.task.raw().read_output(&mut out) };
+        let entry = self.remove(id);
+        (out, Some(entry))
+    }
+
+    /// The join handle of `id` is dropped. Returns the entry if the task is
+    /// complete (the caller drops it, and with it the unread output).
+    pub(crate) fn join_drop(&mut self, id: TaskId) -> Option<TaskEntry> {
+        let e = self.get_mut(id)?;
+        e.state.set_join_interest(false);
+        e.join_waker = None;
+        if e.state.is_complete() && !e.state.is_running() {
+            Some(self.remove(id))
+        } else {
+            None
+        }
+    }
+
+    /// Shutdown: removes every entry that is not being polled.
+    pub(crate) fn drain(&mut self) -> Vec<TaskEntry> {
+        let keys: Vec<usize> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.state.is_running())
+            .map(|(k, _)| k)
+            .collect();
+        keys.into_iter()
+            .map(|k| {
+                let id = TaskId::new(k as u32, self.entries[k].generation);
+                self.remove(id)
+            })
+            .collect()
+    }
+
+    /// Marks `id` complete after its stage was finished; returns the
+    /// completion record.
+    fn complete(
+        &mut self,
+        id: TaskId,
+        finish: Finish,
+        panic: Option<Box<dyn Any + Send>>,
+        cancelled: bool,
+    ) -> Done {
+        let e = self.get_mut(id).expect("a RUNNING entry is never removed");
+        e.state.set_running(false);
+        e.state.set_notified(false);
+        e.state.set_scheduled(false);
+        e.state.set_complete();
+        let join_waker = e.join_waker.take();
+        let (queue, group) = (e.queue(), e.group);
+        let detached = if e.state.has_join_interest() {
+            None
+        } else {
+            Some(self.remove(id))
+        };
+        Done {
+            queue,
+            group,
+            finish,
+            cancelled,
+            panic,
+            join_waker,
+            detached,
+        }
+    }
+}
+
+/// Polls task `id` once (or cancels it, if it was aborted while queued).
+/// The slab is not borrowed while the future runs.
+pub(crate) fn poll_task(slab: &RefCell<TaskSlab>, id: TaskId, take_panic: bool) -> Polled {
+    let (raw, cancelled) = {
+        let mut s = slab.borrow_mut();
+        let Some(e) = s.get_mut(id) else {
+            return Polled::Stale;
+        };
+        if e.state.is_complete() || e.state.is_running() {
+            return Polled::Stale;
+        }
+        e.state.set_scheduled(false);
+        e.state.set_running(true);
+        (e.task.raw(), e.state.is_cancelled())
+    };
+    let mut cancelled_now = cancelled;
+    let finish = if cancelled {
+        // SAFETY: RUNNING is set (the entry stays, nothing else touches the
+        // stage), the stage is Running (not COMPLETE), executor thread.
+        Some(unsafe { raw.cancel() })
+    } else {
+        // SAFETY: as above.
+        match unsafe { raw.poll() } {
+            Poll::Ready(f) => Some(f),
+            Poll::Pending => {
+                let aborted = slab
+                    .borrow()
+                    .get(id)
+                    .is_some_and(|e| e.state.is_cancelled());
+                if aborted {
+                    cancelled_now = true;
+                    // Aborted during its own poll: drop it now, unpolled.
+                    // SAFETY: as above; RUNNING is still set.
+                    Some(unsafe { raw.cancel() })
+                } else {
+                    None
+                }
+            }
+        }
+    };
+    let panic = match finish {
+        // SAFETY: RUNNING is still set; the stage is Finished.
+        Some(Finish::Panicked) if take_panic => unsafe { raw.take_panic() },
+        _ => None,
+    };
+    let mut s = slab.borrow_mut();
+    match finish {
+        None => {
+            let e = s.get_mut(id).expect("a RUNNING entry is never removed");
+            e.state.set_running(false);
+            let reschedule = e.state.is_notified();
+            if reschedule {
+                e.state.set_notified(false);
+                e.state.set_scheduled(true);
+            }
+            Polled::Pending {
+                group: e.group,
+                reschedule,
+            }
+        }
+        Some(f) => Polled::Done(s.complete(id, f, panic, cancelled_now)),
+    }
+}
+
+/// Cancels an aborted task that is not running, at a poll boundary.
+pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> {
+    let raw = {
+        let mut s = slab.borrow_mut();
+        let e = s.get_mut(id)?;
+        if e.state.is_complete() || e.state.is_running() || !e.state.is_cancelled() {
+            return None;
+        }
+        e.state.set_running(true);
+        e.task.raw()
+    };
+    // SAFETY: RUNNING is set (the entry stays, nothing else touches the
+    // stage), the stage is Running (not COMPLETE), executor thread.
+    let finish = unsafe { raw.cancel() };
+    Some(slab.borrow_mut().complete(id, finish, None, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_tell_reused_slots_apart() {
+        let remote = Arc::new(Remote::default());
+        let mut s = TaskSlab::new();
+        let a = s.insert(async {}, 0, GroupId::new(0), &remote);
+        let e = s.join_drop(a);
+        assert!(e.is_none());
+        // Complete it by hand through the harness.
+        let cell = RefCell::new(s);
+        assert!(matches!(poll_task(&cell, a, false), Polled::Done(_)));
+        let mut s = cell.into_inner();
+        assert!(s.get(a).is_none());
+        let b = s.insert(async {}, 0, GroupId::new(1), &remote);
+        assert_eq!(a.index(), b.index());
+        assert_ne!(a, b);
+        assert!(s.get(a).is_none());
+        assert!(s.get(b).is_some());
+        assert!(s.wake(a).is_none());
+    }
+}

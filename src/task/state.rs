@@ -1,0 +1,167 @@
+#![forbid(unsafe_code)]
+//! The executor-side state bits of a task.
+//!
+//! The state lives in the task's slab entry and is only touched on the
+//! executor's thread, so it is a plain byte, not an atomic. Foreign threads
+//! never read it: their wakes go through the inbox and are applied here by
+//! the executor thread.
+
+use std::fmt;
+
+/// The task is in its queue's scheduler (or waiting in the deferred-yield
+/// list for the next host turn). Set by a wake, cleared when the run loop
+/// pops the task. While set, further wakes are no-ops: several wakes before
+/// the next poll enqueue the task once.
+const SCHEDULED: u8 = 1 << 0;
+/// The task's future is being polled right now. While set the slab entry is
+/// never removed and the future never dropped (the poll holds a raw pointer
+/// to the task cell). Set by `begin_poll`, cleared by `end_poll`.
+const RUNNING: u8 = 1 << 1;
+/// The task was woken during its own poll; it is pushed to its scheduler
+/// after the poll (behind every task already queued), once.
+const NOTIFIED: u8 = 1 << 2;
+/// The stage holds the result (output, cancellation or panic) or has been
+/// consumed; the future is gone and is never polled again.
+const COMPLETE: u8 = 1 << 3;
+/// A `JoinHandle` for the task is alive; without it the output is dropped as
+/// soon as the task completes and the slot is freed.
+const JOIN_INTEREST: u8 = 1 << 4;
+/// `abort()` was called; the future is dropped at the next poll boundary
+/// without being polled again.
+const CANCELLED: u8 = 1 << 5;
+
+/// A snapshot of a task's state bits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State(u8);
+
+impl State {
+    /// A freshly spawned task: queued, with a join handle.
+    pub(crate) const INITIAL: State = State(SCHEDULED | JOIN_INTEREST);
+
+    pub(crate) fn is_scheduled(self) -> bool {
+        self.0 & SCHEDULED != 0
+    }
+    pub(crate) fn is_running(self) -> bool {
+        self.0 & RUNNING != 0
+    }
+    pub(crate) fn is_notified(self) -> bool {
+        self.0 & NOTIFIED != 0
+    }
+    pub(crate) fn is_complete(self) -> bool {
+        self.0 & COMPLETE != 0
+    }
+    pub(crate) fn has_join_interest(self) -> bool {
+        self.0 & JOIN_INTEREST != 0
+    }
+    pub(crate) fn is_cancelled(self) -> bool {
+        self.0 & CANCELLED != 0
+    }
+
+    pub(crate) fn set_scheduled(&mut self, on: bool) {
+        self.set(SCHEDULED, on)
+    }
+    pub(crate) fn set_running(&mut self, on: bool) {
+        self.set(RUNNING, on)
+    }
+    pub(crate) fn set_notified(&mut self, on: bool) {
+        self.set(NOTIFIED, on)
+    }
+    pub(crate) fn set_complete(&mut self) {
+        self.set(COMPLETE, true)
+    }
+    pub(crate) fn set_join_interest(&mut self, on: bool) {
+        self.set(JOIN_INTEREST, on)
+    }
+    pub(crate) fn set_cancelled(&mut self) {
+        self.set(CANCELLED, true)
+    }
+
+    fn set(&mut self, bit: u8, on: bool) {
+        if on {
+            self.0 |= bit
+        } else {
+            self.0 &= !bit
+        }
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (SCHEDULED, "SCHEDULED"),
+            (RUNNING, "RUNNING"),
+            (NOTIFIED, "NOTIFIED"),
+            (COMPLETE, "COMPLETE"),
+            (JOIN_INTEREST, "JOIN_INTEREST"),
+            (CANCELLED, "CANCELLED"),
+        ];
+        let mut list = f.debug_set();
+        for (bit, name) in names {
+            if self.0 & bit != 0 {
+                list.entry(&format_args!("{name}"));
+            }
+        }
+        list.finish()
+    }
+}
+
+/// What a wake does to a task, decided from its state.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TransitionToScheduled {
+    /// Push the task to its scheduler now.
+    Push,
+    /// The task is being polled: it is pushed after the poll.
+    AfterPoll,
+    /// Already queued, or complete: nothing to do.
+    Nothing,
+}
+
+impl State {
+    /// Applies a wake to the state and says what the caller must do.
+    pub(crate) fn transition_to_scheduled(&mut self) -> TransitionToScheduled {
+        if self.is_complete() || self.is_scheduled() {
+            TransitionToScheduled::Nothing
+        } else if self.is_running() {
+            if self.is_notified() {
+                TransitionToScheduled::Nothing
+            } else {
+                self.set_notified(true);
+                TransitionToScheduled::AfterPoll
+            }
+        } else {
+            self.set_scheduled(true);
+            TransitionToScheduled::Push
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wakes_are_deduplicated() {
+        let mut s = State::INITIAL;
+        assert_eq!(s.transition_to_scheduled(), TransitionToScheduled::Nothing);
+        s.set_scheduled(false);
+        assert_eq!(s.transition_to_scheduled(), TransitionToScheduled::Push);
+        assert_eq!(s.transition_to_scheduled(), TransitionToScheduled::Nothing);
+        s.set_scheduled(false);
+        s.set_running(true);
+        assert_eq!(
+            s.transition_to_scheduled(),
+            TransitionToScheduled::AfterPoll
+        );
+        assert_eq!(s.transition_to_scheduled(), TransitionToScheduled::Nothing);
+        s.set_running(false);
+        s.set_notified(false);
+        s.set_complete();
+        assert_eq!(s.transition_to_scheduled(), TransitionToScheduled::Nothing);
+        assert_eq!(
+            format!("{s:?}"),
+            "{JOIN_INTEREST, COMPLETE}"
+                .replace("JOIN_INTEREST, COMPLETE", "COMPLETE, JOIN_INTEREST")
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! The task waker: one static `RawWakerVTable` whose data pointer is the task
+//! cell's header.
+//!
+//! * Polls borrow the waker stored in the header: no allocation and no
+//!   reference-count change per poll. Only `clone` (a future keeping the
+//!   waker, e.g. a timer or a channel) touches the atomic count.
+//! * One static table (not one per future type) so that `Waker::will_wake`
+//!   recognises two wakers of the same task (the yield fast path relies on
+//!   it).
+//! * `wake` on the executor's own thread while it runs goes straight to the
+//!   task's queue; from any other thread, or while the executor is not
+//!   running, it goes through the executor's inbox and wakes its host. A
+//!   waker whose task ended, or whose executor is gone, does nothing.
+
+use std::ptr::NonNull;
+use std::task::{RawWaker, RawWakerVTable, Waker};
+
+use crate::task::raw::{self, Header};
+
+static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
+
+/// Builds the waker stored in a task's header. It does not own a reference:
+/// the header's copy is never dropped.
+pub(crate) fn task_waker_unowned(header: NonNull<Header>) -> Waker {
+    // SAFETY: the vtable's functions uphold the `RawWaker` contract for a
+    // pointer to a live task header: `clone` adds a reference, `drop` gives
+    // one up, `wake*` only read the header's `Sync` fields. The stored copy is
+    // never dropped, so it never gives up a reference it does not own.
+    unsafe { Waker::from_raw(RawWaker::new(header.as_ptr() as *const (), &VTABLE)) }
+}
+
+unsafe fn clone(ptr: *const ()) -> RawWaker {
+    // SAFETY: `ptr` is the data of a live waker of ours, whose reference (or
+    // the borrowed header waker's task reference) keeps the header alive.
+    unsafe { raw::retain(NonNull::new_unchecked(ptr as *mut Header)) };
+    RawWaker::new(ptr, &VTABLE)
+}
+
+unsafe fn wake(ptr: *const ()) {
+    // SAFETY: `ptr` is the data of a live owned waker (consumed below).
+    unsafe { wake_by_ref(ptr) };
+    // SAFETY: `wake` consumes the waker and with it its reference.
+    unsafe { drop_waker(ptr) };
+}
+
+unsafe fn wake_by_ref(ptr: *const ()) {
+    // SAFETY: the waker being woken keeps the header alive for this call.
+    let header = unsafe { raw::header_ref(ptr) };
+    crate::executor::wake_task(header.id, &header.remote, &header.remote_notified);
+}
+
+unsafe fn drop_waker(ptr: *const ()) {
+    // SAFETY: an owned waker (a clone) is being dropped: it owns one
+    // reference, given up here. The header's own copy is never dropped.
+    unsafe { raw::release(NonNull::new_unchecked(ptr as *mut Header)) };
+}
