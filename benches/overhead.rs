@@ -1,1 +1,211 @@
-fn main() {}
+//! Headline overhead benchmark: tourbillon against tokio's `LocalSet`.
+//!
+//! Workload (the one clockworker and the peers table use): spawn 1,000
+//! warm-up tasks that yield once and await them; then, timed, spawn 50,000
+//! tasks that each `yield_now().await` 5 times, and await every join handle
+//! in spawn order. Each system uses its own `yield_now`.
+//!
+//! Systems, alternated round by round in one process (A B C D A B C D ...):
+//! * `tokio LocalSet`: tokio `current_thread` runtime + `LocalSet`,
+//!   `spawn_local`, `tokio::task::yield_now` (the baseline, ratio 1.00);
+//! * `tourbillon 1 queue`: standalone `block_on`, one `RunnableFifo` queue;
+//! * `tourbillon nested`: the same, nested in a tokio `current_thread`
+//!   runtime through `run_until` (yields wait for tokio's driver turn);
+//! * `tourbillon 4 queues`: standalone, 4 queues with shares 1:2:3:4 sharing
+//!   the 50,000 tasks round-robin.
+//!
+//! Prints median / min / max ms per round, ns per task, and the ratio of
+//! medians to tokio `LocalSet` (and of 4 queues to 1 queue). The process pins
+//! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
+//!
+//! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin]`.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const WARMUP: usize = 1_000;
+const YIELDS: usize = 5;
+
+fn tokio_localset(tasks: usize) -> Duration {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        let warm: Vec<_> = (0..WARMUP)
+            .map(|_| tokio::task::spawn_local(async { tokio::task::yield_now().await }))
+            .collect();
+        for h in warm {
+            h.await.unwrap();
+        }
+        let start = Instant::now();
+        let hs: Vec<_> = (0..tasks)
+            .map(|i| {
+                tokio::task::spawn_local(async move {
+                    for _ in 0..YIELDS {
+                        tokio::task::yield_now().await;
+                    }
+                    i
+                })
+            })
+            .collect();
+        for h in hs {
+            black_box(h.await.unwrap());
+        }
+        start.elapsed()
+    })
+}
+
+fn task(i: usize) -> impl Future<Output = usize> {
+    async move {
+        for _ in 0..YIELDS {
+            tourbillon::yield_now().await;
+        }
+        i
+    }
+}
+
+async fn tourbillon_workload(ex: &tourbillon::Executor<u8>, queues: u8, tasks: usize) -> Duration {
+    let warm: Vec<_> = (0..WARMUP)
+        .map(|_| ex.spawn(0, tourbillon::yield_now()).unwrap())
+        .collect();
+    for h in warm {
+        h.await.unwrap();
+    }
+    let handles: Vec<_> = (0..queues)
+        .map(|q| ex.queue(q).unwrap())
+        .collect();
+    let start = Instant::now();
+    let hs: Vec<_> = (0..tasks)
+        .map(|i| handles[i % handles.len()].spawn(task(i)).unwrap())
+        .collect();
+    for h in hs {
+        black_box(h.await.unwrap());
+    }
+    start.elapsed()
+}
+
+fn executor(queues: u8) -> tourbillon::Executor<u8> {
+    let mut b = tourbillon::Builder::new();
+    for q in 0..queues {
+        b = b.queue(q, q as u32 + 1);
+    }
+    b.build().unwrap()
+}
+
+fn tourbillon_standalone(queues: u8, tasks: usize) -> Duration {
+    let ex = executor(queues);
+    ex.block_on(tourbillon_workload(&ex, queues, tasks))
+}
+
+fn tourbillon_nested(tasks: usize) -> Duration {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let ex = executor(1);
+    rt.block_on(ex.run_until(tourbillon_workload(&ex, 1, tasks)))
+}
+
+struct Series {
+    name: &'static str,
+    run: Box<dyn Fn(usize) -> Duration>,
+    samples: Vec<f64>,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn pin_to_cpu1() {
+    let pid = std::process::id().to_string();
+    match std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", "1", &pid])
+        .output()
+    {
+        Ok(o) if o.status.success() => println!("pinned to CPU 1 (taskset -a -p -c 1 {pid})"),
+        _ => println!("not pinned (taskset unavailable); figures are noisier"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    let rounds = arg("--rounds").unwrap_or(9).max(1);
+    let tasks = arg("--tasks").unwrap_or(50_000);
+    if !args.iter().any(|a| a == "--no-pin") {
+        pin_to_cpu1();
+    }
+    let mut series = vec![
+        Series {
+            name: "tokio LocalSet",
+            run: Box::new(tokio_localset),
+            samples: vec![],
+        },
+        Series {
+            name: "tourbillon 1 queue",
+            run: Box::new(|n| tourbillon_standalone(1, n)),
+            samples: vec![],
+        },
+        Series {
+            name: "tourbillon nested in tokio",
+            run: Box::new(tourbillon_nested),
+            samples: vec![],
+        },
+        Series {
+            name: "tourbillon 4 queues 1:2:3:4",
+            run: Box::new(|n| tourbillon_standalone(4, n)),
+            samples: vec![],
+        },
+    ];
+    println!(
+        "workload: {WARMUP} warm-up tasks, then {tasks} tasks x {YIELDS} yields (spawn all, await all); \
+         {rounds} rounds, systems alternated each round"
+    );
+    // One untimed pass of everything first (page faults, allocator growth).
+    for s in &series {
+        black_box((s.run)(tasks / 10));
+    }
+    for _ in 0..rounds {
+        for s in series.iter_mut() {
+            let d = (s.run)(tasks);
+            s.samples.push(d.as_secs_f64() * 1e3);
+        }
+    }
+    let base = median(&series[0].samples);
+    let one_queue = median(&series[1].samples);
+    println!();
+    println!(
+        "| system | median ms | min ms | max ms | ns/task | ratio to tokio LocalSet |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for s in &series {
+        let m = median(&s.samples);
+        let min = s.samples.iter().cloned().fold(f64::INFINITY, f64::min);
+        let max = s.samples.iter().cloned().fold(0.0, f64::max);
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.3} |",
+            s.name,
+            m,
+            min,
+            max,
+            m * 1e6 / tasks as f64,
+            m / base
+        );
+    }
+    let four = median(&series[3].samples);
+    println!();
+    println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
+}

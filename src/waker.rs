@@ -29,6 +29,12 @@ pub(crate) fn task_waker_unowned(header: NonNull<Header>) -> Waker {
     unsafe { Waker::from_raw(RawWaker::new(header.as_ptr() as *const (), &VTABLE)) }
 }
 
+/// Whether `waker` is a task waker of this crate (by vtable address).
+#[inline]
+pub(crate) fn is_task_waker(waker: &Waker) -> bool {
+    std::ptr::eq(waker.vtable(), &VTABLE)
+}
+
 unsafe fn clone(ptr: *const ()) -> RawWaker {
     // SAFETY: `ptr` is the data of a live waker of ours, whose reference (or
     // the borrowed header waker's task reference) keeps the header alive.

@@ -47,6 +47,9 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
+        if context::try_fast_yield(cx.waker()) {
+            return Poll::Pending;
+        }
         context::with_current(|core| match core {
             Some(core) => core.yield_current(cx.waker()),
             None => cx.waker().wake_by_ref(),

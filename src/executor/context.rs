@@ -4,7 +4,7 @@
 //! free functions (`spawn`, `yield_now`, `should_yield`) and same-thread
 //! wakes find it. Nested executors save and restore the previous one.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use super::core::Core;
@@ -37,5 +37,48 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Rc<Core>>) -> R) -> R {
     match CURRENT.try_with(|c| c.try_borrow().ok().map(|b| b.clone())) {
         Ok(Some(core)) => f(core.as_ref()),
         _ => f(None),
+    }
+}
+
+thread_local! {
+    /// Header address of the task this thread is polling (null if none).
+    static POLLING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    /// Set by `yield_now` when it yields the task being polled.
+    static YIELDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the start of a poll of the task whose header is at `header`;
+/// returns the previous value (a task of an outer executor) to restore.
+#[inline]
+pub(crate) fn begin_poll(header: *const ()) -> *const () {
+    POLLING.with(|p| p.replace(header))
+}
+
+/// Marks the end of a poll; returns whether the task yielded through the
+/// fast path during it.
+#[inline]
+pub(crate) fn end_poll(prev: *const ()) -> bool {
+    POLLING.with(|p| p.set(prev));
+    YIELDED.with(|y| y.replace(false))
+}
+
+/// Whether this thread is polling a task right now.
+#[inline]
+pub(crate) fn in_task_poll() -> bool {
+    !POLLING.with(|p| p.get()).is_null()
+}
+
+/// `yield_now` fast path: if `waker` is the own waker of the task this
+/// thread is polling, record the yield (the run loop requeues or defers the
+/// task after the poll) and return `true`. No executor lookup, no slab
+/// access: two thread-local reads and a pointer comparison.
+#[inline]
+pub(crate) fn try_fast_yield(waker: &std::task::Waker) -> bool {
+    let polling = POLLING.with(|p| p.get());
+    if !polling.is_null() && waker.data() == polling && crate::waker::is_task_waker(waker) {
+        YIELDED.with(|y| y.set(true));
+        true
+    } else {
+        false
     }
 }

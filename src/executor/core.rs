@@ -39,14 +39,12 @@ pub(crate) fn bump(c: &Cell<u64>) {
 pub(crate) struct Core {
     pub(crate) tasks: RefCell<TaskSlab>,
     pub(crate) queues: RefCell<Queues>,
-    pub(crate) run: RefCell<RunState>,
+    pub(crate) run: RunState,
     pub(crate) remote: Arc<Remote>,
     pub(crate) clock: Box<dyn Clock>,
     pub(crate) cfg: Config,
     /// Read the clock after every poll (cheap clock).
     pub(crate) cheap_clock: bool,
-    /// The task being polled.
-    pub(crate) current_task: Cell<Option<TaskId>>,
     /// Something for the next poll boundary: activations, aborts.
     pub(crate) attention: Cell<bool>,
     pub(crate) aborts: RefCell<Vec<TaskId>>,
@@ -67,12 +65,11 @@ impl Core {
         Self {
             tasks: RefCell::new(TaskSlab::new()),
             queues: RefCell::new(queues),
-            run: RefCell::new(RunState::default()),
+            run: RunState::default(),
             remote: Arc::new(Remote::default()),
             cheap_clock: clock.is_cheap(),
             clock,
             cfg,
-            current_task: Cell::new(None),
             attention: Cell::new(false),
             aborts: RefCell::new(Vec::new()),
             deferred: RefCell::new(Vec::new()),
@@ -130,7 +127,7 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.run.borrow().queue.unwrap_or(0);
+        let q = self.run.queue.get().unwrap_or(0);
         self.spawn(q, future)
     }
 
@@ -171,25 +168,15 @@ impl Core {
         }
     }
 
-    /// `yield_now()` inside this executor.
+    /// `yield_now()` inside this executor, when the fast path (the waker is
+    /// the polled task's own) did not apply: the waker belongs to a
+    /// combinator or another executor. Standalone it is woken now; nested it
+    /// is woken at the next host turn, as tokio defers it.
     pub(crate) fn yield_current(&self, waker: &Waker) {
-        if !self.driving.get() {
+        if self.driving.get() && self.nested.get() {
+            self.deferred_wakers.borrow_mut().push(waker.clone());
+        } else {
             waker.wake_by_ref();
-            return;
-        }
-        let own = self
-            .current_task
-            .get()
-            .filter(|&id| self.tasks.borrow().is_own_waker(id, waker));
-        match (own, self.nested.get()) {
-            (Some(id), false) => self.wake_local(id),
-            (Some(id), true) => {
-                if self.tasks.borrow_mut().defer(id) {
-                    self.deferred.borrow_mut().push(id);
-                }
-            }
-            (None, false) => waker.wake_by_ref(),
-            (None, true) => self.deferred_wakers.borrow_mut().push(waker.clone()),
         }
     }
 
@@ -232,7 +219,9 @@ impl Core {
             let mut join_wakers = Vec::new();
             {
                 let mut qs = self.queues.borrow_mut();
-                for e in &entries {
+                // A completed entry (an unread output) already ended for its
+                // scheduler: `polled(finished)` and `group_ended` were called.
+                for e in entries.iter().filter(|e| !e.is_complete()) {
                     let s = &mut qs.list[e.queue()].sched;
                     s.forget(e.id(), e.group());
                     s.group_ended(e.group());

@@ -43,11 +43,8 @@ impl<'a> DriveGuard<'a> {
 impl Drop for DriveGuard<'_> {
     fn drop(&mut self) {
         self.core.driving.set(false);
-        self.core.current_task.set(None);
         // A panic out of a scheduler may have left a run open.
-        if let Ok(mut r) = self.core.run.try_borrow_mut() {
-            r.queue = None;
-        }
+        self.core.run.queue.set(None);
     }
 }
 

@@ -39,13 +39,14 @@
 //! # Joins and leaves (R6, R7)
 //!
 //! A queue that runs out of tasks leaves with its virtual lag
-//! `vl = V - v_i` saved and clamped to `±2·r_i·K/w_i` (R7). When it becomes
-//! runnable again it is placed so that its lag is what it left with:
+//! `vl = V - v_i` saved, a credit clamped to `2·r_i·K/w_i` (R7). When it
+//! becomes runnable again it is placed so that its lag is what it left with:
 //! `v_i = V - vl·(W + w_i)/W` over the other runnable weights `W` (Linux
-//! `place_entity` with `PLACE_LAG`). A debt (negative lag) decays by the
-//! progress of `V` while the queue slept, never turning into credit
-//! (Linux `DELAY_DEQUEUE` + `DELAY_ZERO`): sleeping does not erase debt, and
-//! long sleepers come back even. A new queue starts at `V` with half a
+//! `place_entity` with `PLACE_LAG`). A debt (negative lag) is not clamped:
+//! it decays by the progress of `V` of the other queues while the queue
+//! slept, never turning into credit (Linux `DELAY_DEQUEUE` + `DELAY_ZERO`,
+//! where an ineligible sleeper stays queued until its debt is paid):
+//! sleeping does not erase debt, and long sleepers come back even. A new queue starts at `V` with half a
 //! request (`PLACE_DEADLINE_INITIAL`); a queue that wakes alone starts at `V`.
 //!
 //! # Reweighting (R10)
@@ -264,7 +265,9 @@ impl Eevdf {
         } else {
             let mut vl = e.vlag as i128;
             if vl < 0 {
-                vl = (vl + rel(v_avg, e.v_saved) as i128).min(0);
+                // Debt decays by the progress of V (of the others, as at
+                // departure) while asleep; it never grows.
+                vl = (vl + rel(v_avg, e.v_saved).max(0) as i128).min(0);
             }
             let w = e.weight as i128;
             let scaled = vl * (others + w) / others;
@@ -282,10 +285,16 @@ impl Eevdf {
         let v_avg = self.avg_vruntime();
         let e = &mut self.ents[i];
         let limit = e.lag_limit();
-        e.vlag = rel(v_avg, e.v).clamp(-limit, limit);
-        e.v_saved = v_avg;
+        // Credit is clamped; debt is kept whole and decays while asleep
+        // (R6): clamping it would let a queue escape a long poll's debt by
+        // sleeping (E6).
+        e.vlag = rel(v_avg, e.v).min(limit);
         e.runnable = false;
         self.runnable -= 1;
+        // The progress of V while asleep is measured on the V of the queues
+        // that stay, the V `place` sees: V with `i` included would drop when
+        // a debtor leaves and count that drop as more debt.
+        self.ents[i].v_saved = self.avg_vruntime();
     }
 
     // Run-time reweighting is not exposed by the executor yet; the rule is
@@ -489,6 +498,22 @@ mod tests {
         t.charge(1, 100_000_000);
         t.place(0);
         assert_eq!(t.ents[0].v, t.avg_vruntime());
+    }
+
+    #[test]
+    fn debt_is_not_clamped_nor_grown_by_leaving() {
+        let mut t = table(&[1, 1]);
+        t.place(0);
+        t.place(1);
+        // A 50 ms poll: 25 ms of debt, far beyond 2 requests (2 ms).
+        t.charge(0, 50_000_000);
+        let debt = t.lag_ns(0);
+        assert_eq!(debt, -25_000_000);
+        t.depart(0);
+        assert_eq!(real_ns(t.ents[0].vlag, 1), debt);
+        // It wakes before anyone ran: the same debt, not more.
+        t.place(0);
+        assert_eq!(t.lag_ns(0), debt);
     }
 
     #[test]

@@ -27,12 +27,14 @@
 //! would choose it again); the run still ends at the host-yield budget
 //! (`max_polls` polls or `host_yield_interval`, R8d).
 
+use std::cell::Cell;
 use std::panic::resume_unwind;
 use std::time::Duration;
 
 use super::core::{bump, Core};
 use crate::task::id::TaskId;
-use crate::task::slab::{cancel_idle, poll_task, Done, Polled};
+use crate::task::raw::Finish;
+use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
 
 /// Whether work remains after a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,28 +45,33 @@ pub(crate) enum Turn {
     Idle,
 }
 
-/// The run in progress and the turn's budget.
+/// The run in progress and the turn's budget (plain `Cell`s: read and
+/// written on every poll, and by `should_yield` from inside a poll).
 #[derive(Debug, Default)]
 pub(crate) struct RunState {
     /// Queue of the run in progress.
-    pub(crate) queue: Option<usize>,
+    pub(crate) queue: Cell<Option<usize>>,
     /// Queue whose run ended last, if it may continue (RUN_TO_PARITY).
-    pub(crate) prev: Option<usize>,
+    pub(crate) prev: Cell<Option<usize>>,
     /// Clock at the last checkpoint.
-    pub(crate) last_ns: u64,
-    pub(crate) run_start_ns: u64,
-    pub(crate) turn_start_ns: u64,
+    pub(crate) last_ns: Cell<u64>,
+    pub(crate) run_start_ns: Cell<u64>,
+    pub(crate) turn_start_ns: Cell<u64>,
     /// Polls since the last checkpoint.
-    pub(crate) polls_since_check: u32,
+    pub(crate) polls_since_check: Cell<u32>,
     /// Polls before the next checkpoint (amortised mode).
-    pub(crate) countdown: u32,
+    pub(crate) countdown: Cell<u32>,
     /// Polls left in this turn.
-    pub(crate) polls_left: u32,
-    pub(crate) slice_over: bool,
-    pub(crate) turn_over: bool,
-    pub(crate) preempt: bool,
+    pub(crate) polls_left: Cell<u32>,
+    pub(crate) slice_over: Cell<bool>,
+    pub(crate) turn_over: Cell<bool>,
+    pub(crate) preempt: Cell<bool>,
+    /// A queue that woke during this run may preempt it but `min_run` still
+    /// protects the run: preempt at the first checkpoint at or after this
+    /// instant (R9; E4's bound `min_run + p`).
+    pub(crate) preempt_at: Cell<Option<u64>>,
     /// `should_yield` told the task to yield: end the run after this poll.
-    pub(crate) end_requested: bool,
+    pub(crate) end_requested: Cell<bool>,
 }
 
 impl Core {
@@ -72,22 +79,19 @@ impl Core {
     pub(crate) fn run_turn(&self) -> Turn {
         self.release_deferred();
         let now = self.clock.now_ns();
-        {
-            let mut r = self.run.borrow_mut();
-            r.turn_start_ns = now;
-            r.last_ns = now;
-            r.polls_left = self.cfg.max_polls;
-            r.turn_over = false;
-        }
+        let r = &self.run;
+        r.turn_start_ns.set(now);
+        r.last_ns.set(now);
+        r.polls_left.set(self.cfg.max_polls);
+        r.turn_over.set(false);
         bump(&self.counters.turns);
         loop {
             self.boundary();
-            let prev = self.run.borrow().prev;
             let picked = self
                 .queues
                 .borrow_mut()
                 .eevdf
-                .pick(prev, self.cfg.general_pick);
+                .pick(r.prev.get(), self.cfg.general_pick);
             let Some(q) = picked else {
                 return if self.deferred.borrow().is_empty()
                     && self.deferred_wakers.borrow().is_empty()
@@ -128,6 +132,12 @@ impl Core {
         }
     }
 
+    /// Whether more than one queue competes (or the general pick is forced):
+    /// only then does a used-up slice end a run.
+    fn contended(&self) -> bool {
+        self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1
+    }
+
     /// Runs queue `q` until a boundary ends the run. Returns `true` when
     /// the turn's budget is spent.
     fn run_queue(&self, q: usize) -> bool {
@@ -138,42 +148,34 @@ impl Core {
         };
         bump(&self.counters.runs);
         let precise = self.cheap_clock || timing;
-        {
-            let mut r = self.run.borrow_mut();
-            r.queue = Some(q);
-            r.run_start_ns = r.last_ns;
-            r.polls_since_check = 0;
-            r.slice_over = false;
-            r.preempt = false;
-            r.end_requested = false;
-            r.countdown = self.countdown(&r, q);
-        }
+        let r = &self.run;
+        r.queue.set(Some(q));
+        r.run_start_ns.set(r.last_ns.get());
+        r.polls_since_check.set(0);
+        r.slice_over.set(false);
+        r.preempt.set(false);
+        r.preempt_at.set(None);
+        r.end_requested.set(false);
+        r.countdown.set(self.countdown(q));
         let propagate = self.propagate_panics();
+        let defer_yields = self.nested.get();
         let mut panic = None;
+        let mut polls = 0u64;
         loop {
             let next = self.queues.borrow_mut().list[q].sched.pop();
             let Some(id) = next else { break };
-            self.current_task.set(Some(id));
-            let polled = poll_task(&self.tasks, id, propagate);
-            self.current_task.set(None);
+            let polled = poll_task(&self.tasks, id, propagate, defer_yields);
             if let Polled::Stale = polled {
                 continue;
             }
-            bump(&self.counters.polls);
-            let check = {
-                let mut r = self.run.borrow_mut();
-                r.polls_left -= 1;
-                r.polls_since_check += 1;
-                if precise || r.countdown <= 1 {
-                    true
-                } else {
-                    r.countdown -= 1;
-                    false
-                }
-            };
-            let delta = if check {
+            polls += 1;
+            r.polls_left.set(r.polls_left.get() - 1);
+            r.polls_since_check.set(r.polls_since_check.get() + 1);
+            let countdown = r.countdown.get();
+            let delta = if precise || countdown <= 1 {
                 Some(self.checkpoint(q))
             } else {
+                r.countdown.set(countdown - 1);
                 None
             };
             let elapsed = if timing {
@@ -182,20 +184,26 @@ impl Core {
                 None
             };
             match polled {
-                Polled::Pending { group, reschedule } => {
+                Polled::Pending { group, next } => {
                     let activated = {
                         let mut qs = self.queues.borrow_mut();
-                        let st = &mut qs.list[q];
-                        st.counters.polls += 1;
-                        st.sched.polled(id, group, elapsed, false);
-                        reschedule && qs.push(q, id, group)
+                        // The contract: `polled` after every poll (a no-op
+                        // for the built-in FIFO), with or without timing.
+                        qs.list[q].sched.polled(id, group, elapsed, false);
+                        match next {
+                            Next::Requeue => qs.push(q, id, group),
+                            Next::Defer => {
+                                self.deferred.borrow_mut().push(id);
+                                false
+                            }
+                            Next::Wait => false,
+                        }
                     };
                     if activated {
                         self.attention.set(true);
                     }
                 }
                 Polled::Done(done) => {
-                    self.queues.borrow_mut().list[q].counters.polls += 1;
                     panic = self.finish(id, done, elapsed, true);
                 }
                 Polled::Stale => unreachable!("handled above"),
@@ -203,19 +211,18 @@ impl Core {
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
             }
-            let r = self.run.borrow();
-            let contended =
-                self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1;
             if panic.is_some()
-                || r.polls_left == 0
-                || r.turn_over
-                || r.preempt
-                || r.end_requested
-                || (r.slice_over && contended)
+                || r.polls_left.get() == 0
+                || r.turn_over.get()
+                || r.preempt.get()
+                || r.end_requested.get()
+                || (r.slice_over.get() && self.contended())
             {
                 break;
             }
         }
+        self.queues.borrow_mut().list[q].counters.polls += polls;
+        self.counters.polls.set(self.counters.polls.get() + polls);
         let turn_over = self.end_run(q);
         if let Some(p) = panic {
             resume_unwind(p);
@@ -225,7 +232,8 @@ impl Core {
 
     /// Ends the run of `q`: charges the rest, departs if empty (R7).
     fn end_run(&self, q: usize) -> bool {
-        if self.run.borrow().polls_since_check > 0 {
+        let r = &self.run;
+        if r.polls_since_check.get() > 0 {
             self.checkpoint(q);
         }
         {
@@ -234,28 +242,31 @@ impl Core {
                 qs.eevdf.depart(q);
             }
         }
-        let mut r = self.run.borrow_mut();
-        r.prev = if r.preempt { None } else { Some(q) };
-        r.queue = None;
-        r.polls_left == 0 || r.turn_over
+        // A run ended while a waker was entitled to preempt it (or soon
+        // would be, after min_run): RUN_TO_PARITY must not extend it.
+        let preempted = r.preempt.get() || r.preempt_at.get().is_some();
+        r.prev.set(if preempted { None } else { Some(q) });
+        r.queue.set(None);
+        r.polls_left.get() == 0 || r.turn_over.get()
     }
 
     /// Reads the clock and charges the time since the last checkpoint to
     /// queue `q` (R1, R4). Returns the time charged.
     pub(crate) fn checkpoint(&self, q: usize) -> u64 {
         let now = self.clock.now_ns();
-        let mut r = self.run.borrow_mut();
-        let delta = now.saturating_sub(r.last_ns);
-        r.last_ns = now;
+        let r = &self.run;
+        let delta = now.saturating_sub(r.last_ns.get());
+        r.last_ns.set(now);
+        let polls = r.polls_since_check.replace(0);
         {
             let mut qs = self.queues.borrow_mut();
             if qs.eevdf.charge(q, delta) {
-                r.slice_over = true;
+                r.slice_over.set(true);
             }
             let st = &mut qs.list[q];
             st.counters.service_ns += delta;
-            if r.polls_since_check > 0 {
-                let per = delta / r.polls_since_check as u64;
+            if polls > 0 {
+                let per = delta / polls as u64;
                 st.poll_cost_ns = if st.poll_cost_ns == 0 {
                     per
                 } else {
@@ -263,24 +274,30 @@ impl Core {
                 };
             }
         }
-        r.polls_since_check = 0;
-        if now.saturating_sub(r.turn_start_ns) >= self.cfg.host_yield_interval_ns {
-            r.turn_over = true;
+        if now.saturating_sub(r.turn_start_ns.get()) >= self.cfg.host_yield_interval_ns {
+            r.turn_over.set(true);
         }
-        r.countdown = self.countdown(&r, q);
+        if r.preempt_at.get().is_some_and(|at| now >= at) {
+            r.preempt.set(true);
+        }
+        r.countdown.set(self.countdown(q));
         delta
     }
 
     /// Polls that fit before the next needed checkpoint (amortised mode).
-    fn countdown(&self, r: &RunState, q: usize) -> u32 {
+    fn countdown(&self, q: usize) -> u32 {
+        let r = &self.run;
         let qs = self.queues.borrow();
-        let elapsed = r.last_ns.saturating_sub(r.turn_start_ns);
+        let elapsed = r.last_ns.get().saturating_sub(r.turn_start_ns.get());
         let mut left = self.cfg.host_yield_interval_ns.saturating_sub(elapsed);
         if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
             left = left.min(qs.eevdf.slice_left_ns(q));
         }
+        if let Some(at) = r.preempt_at.get() {
+            left = left.min(at.saturating_sub(r.last_ns.get()));
+        }
         let cost = qs.list[q].poll_cost_ns.max(1);
-        (left / cost).clamp(1, r.polls_left.max(1) as u64) as u32
+        (left / cost).clamp(1, r.polls_left.get().max(1) as u64) as u32
     }
 
     /// Work at a poll boundary: foreign wakes, aborts, placement of queues
@@ -299,9 +316,8 @@ impl Core {
             let ids = std::mem::take(&mut *self.aborts.borrow_mut());
             for id in ids {
                 if let Some(done) = cancel_idle(&self.tasks, id) {
-                    // A cancelled task has no panic to propagate unless
-                    // its destructor panicked, which is reported to its
-                    // join handle instead.
+                    // A cancelled task has no panic to propagate: a panic of
+                    // its destructor is reported to its join handle.
                     let _ = self.finish(id, done, None, false);
                 }
             }
@@ -314,14 +330,14 @@ impl Core {
         if self.queues.borrow().pending.is_empty() {
             return;
         }
-        let cur = self.run.borrow().queue;
+        let r = &self.run;
+        let cur = r.queue.get();
         if let Some(c) = cur {
             // Charge the running queue first so that V is current.
             self.checkpoint(c);
         }
         let mut qs = self.queues.borrow_mut();
-        let pending = std::mem::take(&mut qs.pending);
-        let mut preempt = false;
+        let mut pending = std::mem::take(&mut qs.pending);
         for &j in &pending {
             qs.list[j].activation_pending = false;
             if qs.list[j].sched.is_empty() || qs.eevdf.ents[j].runnable {
@@ -331,22 +347,26 @@ impl Core {
             if let (Some(c), true) = (cur, self.cfg.preemption) {
                 if c != j && qs.eevdf.would_preempt(c, j) {
                     let (rc, rj) = (qs.eevdf.ents[c].request_ns, qs.eevdf.ents[j].request_ns);
-                    let r = self.run.borrow();
-                    let ran = r.last_ns.saturating_sub(r.run_start_ns);
-                    if ran >= self.cfg.min_run_ns.min(rc) || rj < rc {
-                        preempt = true;
+                    let ran = r.last_ns.get().saturating_sub(r.run_start_ns.get());
+                    let min_run = self.cfg.min_run_ns.min(rc);
+                    if ran >= min_run || rj < rc {
+                        r.preempt.set(true);
+                    } else if r.preempt_at.get().is_none() {
+                        // Protected for now, not vetoed: preempt once the
+                        // run has lasted min_run.
+                        r.preempt_at.set(Some(r.run_start_ns.get() + min_run));
                     }
                 }
             }
         }
-        let mut pending = pending;
         pending.clear();
         if qs.pending.is_empty() {
             qs.pending = pending;
         }
         drop(qs);
-        if preempt {
-            self.run.borrow_mut().preempt = true;
+        if let (Some(c), Some(_)) = (cur, r.preempt_at.get()) {
+            // Amortised clock reads: check again when min_run is over.
+            r.countdown.set(self.countdown(c));
         }
     }
 
@@ -364,14 +384,12 @@ impl Core {
             finish,
             cancelled,
             panic,
-            join_waker,
-            detached,
         } = done;
         {
             let mut qs = self.queues.borrow_mut();
             let st = &mut qs.list[queue];
             match (finish, cancelled) {
-                (crate::task::raw::Finish::Panicked, _) => st.counters.panicked += 1,
+                (Finish::Panicked, _) => st.counters.panicked += 1,
                 (_, true) => st.counters.cancelled += 1,
                 _ => st.counters.completed += 1,
             }
@@ -382,28 +400,26 @@ impl Core {
             }
             st.sched.group_ended(group);
         }
-        if let Some(w) = join_waker {
-            w.wake();
-        }
-        drop(detached); // drops an unread output, with no borrow held
         panic
     }
 
     /// `should_yield()`: would the current run end at this boundary?
     pub(crate) fn should_yield(&self) -> bool {
-        if !self.driving.get() || self.current_task.get().is_none() {
+        if !self.driving.get() || !super::context::in_task_poll() {
             return false;
         }
-        let Some(q) = self.run.borrow().queue else {
+        let Some(q) = self.run.queue.get() else {
             return false;
         };
         self.checkpoint(q);
         self.place_activations();
-        let contended = self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1;
-        let mut r = self.run.borrow_mut();
-        let yes = r.preempt || r.turn_over || r.end_requested || (r.slice_over && contended);
+        let r = &self.run;
+        let yes = r.preempt.get()
+            || r.turn_over.get()
+            || r.end_requested.get()
+            || (r.slice_over.get() && self.contended());
         if yes {
-            r.end_requested = true;
+            r.end_requested.set(true);
         }
         yes
     }

@@ -137,12 +137,6 @@ impl OwnedTask {
         self.raw
     }
 
-    /// The task's own waker.
-    pub(crate) fn waker(&self) -> &Waker {
-        // SAFETY: `self` owns a reference, so the header is alive for `&self`.
-        unsafe { &(*self.raw.ptr.as_ptr()).waker }
-    }
-
     /// The header (id, remote handle).
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: `self` owns a reference, so the header is alive for `&self`.
@@ -164,6 +158,11 @@ impl Drop for OwnedTask {
 }
 
 impl RawTask {
+    /// The header's address (the data pointer of the task's wakers).
+    pub(crate) fn header_addr(self) -> *const () {
+        self.ptr.as_ptr() as *const ()
+    }
+
     /// Polls the future once with the task's own waker.
     ///
     /// # Safety
@@ -256,7 +255,12 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
     // SAFETY: the caller's reference keeps the header alive until this
     // decrement.
     let header = unsafe { ptr.as_ref() };
-    if header.refs.fetch_sub(1, Ordering::Release) != 1 {
+    // Fast path: a count of 1 is our own reference, and no one can add one
+    // without holding a reference, so no atomic read-modify-write is needed
+    // (the Acquire load pairs with the Release decrements of other owners).
+    if header.refs.load(Ordering::Acquire) != 1
+        && header.refs.fetch_sub(1, Ordering::Release) != 1
+    {
         return;
     }
     // Synchronise with every other release before freeing (as `Arc` does).

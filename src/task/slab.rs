@@ -29,6 +29,7 @@ use super::id::{GroupId, TaskId};
 use super::raw::{Finish, OwnedTask};
 use super::state::{State, TransitionToScheduled};
 use crate::error::JoinError;
+use crate::executor::context;
 use crate::executor::inbox::Remote;
 
 /// One live task, as the executor sees it.
@@ -54,6 +55,10 @@ impl TaskEntry {
     pub(crate) fn take_join_waker(&mut self) -> Option<Waker> {
         self.join_waker.take()
     }
+    /// The task ended (its scheduler was already told so).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.state.is_complete()
+    }
 }
 
 /// All live tasks of one executor.
@@ -67,9 +72,8 @@ pub(crate) struct TaskSlab {
 pub(crate) enum Polled {
     /// The id is stale (the task ended): nothing was polled.
     Stale,
-    /// The task is still pending; `reschedule` if it was woken during the
-    /// poll (the caller pushes it to its scheduler: the state says SCHEDULED).
-    Pending { group: GroupId, reschedule: bool },
+    /// The task is still pending; `next` says what the run loop does with it.
+    Pending { group: GroupId, next: Next },
     /// The task ended.
     Done(Done),
 }
@@ -83,10 +87,27 @@ pub(crate) struct Done {
     pub(crate) cancelled: bool,
     /// The panic payload, when asked for (panic propagation).
     pub(crate) panic: Option<Box<dyn Any + Send>>,
+}
+
+/// What completing a task leaves to do once the slab is released.
+struct Completion {
+    done: Done,
     /// The join handle's waker, to wake.
-    pub(crate) join_waker: Option<Waker>,
+    join_waker: Option<Waker>,
     /// The removed entry of a detached task: dropping it drops the output.
-    pub(crate) detached: Option<TaskEntry>,
+    detached: Option<TaskEntry>,
+}
+
+impl Completion {
+    /// Wakes the joiner and drops a detached output. Must run with the
+    /// slab released: both may run user code.
+    fn settle(self) -> Done {
+        if let Some(w) = self.join_waker {
+            w.wake();
+        }
+        drop(self.detached);
+        self.done
+    }
 }
 
 impl TaskSlab {
@@ -161,18 +182,6 @@ impl TaskSlab {
         }
     }
 
-    /// Marks a running task as queued for the next host turn (a deferred
-    /// yield). Returns `false` if the task will be pushed anyway.
-    pub(crate) fn defer(&mut self, id: TaskId) -> bool {
-        let Some(e) = self.get_mut(id) else {
-            return false;
-        };
-        if e.state.is_complete() || e.state.is_scheduled() || e.state.is_notified() {
-            return false;
-        }
-        e.state.set_scheduled(true);
-        true
-    }
 
     /// Where a deferred (yielded) task goes at the next host turn, if it is
     /// still waiting there.
@@ -192,11 +201,6 @@ impl TaskSlab {
         }
     }
 
-    /// Whether `waker` is the own waker of the live task `id`.
-    pub(crate) fn is_own_waker(&self, id: TaskId, waker: &Waker) -> bool {
-        self.get(id)
-            .is_some_and(|e| e.task.waker().will_wake(waker))
-    }
 
     /// `abort()`: returns `true` if the caller must cancel the task at the
     /// next poll boundary (it is idle or queued); a running task is
@@ -283,7 +287,7 @@ impl TaskSlab {
         finish: Finish,
         panic: Option<Box<dyn Any + Send>>,
         cancelled: bool,
-    ) -> Done {
+    ) -> Completion {
         let e = self.get_mut(id).expect("a RUNNING entry is never removed");
         e.state.set_running(false);
         e.state.set_notified(false);
@@ -296,21 +300,42 @@ impl TaskSlab {
         } else {
             Some(self.remove(id))
         };
-        Done {
-            queue,
-            group,
-            finish,
-            cancelled,
-            panic,
+        Completion {
+            done: Done {
+                queue,
+                group,
+                finish,
+                cancelled,
+                panic,
+            },
             join_waker,
             detached,
         }
     }
 }
 
+/// What to do with a task whose poll returned `Pending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Wait for a wake.
+    Wait,
+    /// Woken (or yielded) during its poll: push it to its scheduler now.
+    Requeue,
+    /// Yielded while nested: hold it until the next host turn (the state
+    /// already says SCHEDULED, so wakes in between are merged).
+    Defer,
+}
+
 /// Polls task `id` once (or cancels it, if it was aborted while queued).
-/// The slab is not borrowed while the future runs.
-pub(crate) fn poll_task(slab: &RefCell<TaskSlab>, id: TaskId, take_panic: bool) -> Polled {
+/// The slab is not borrowed while the future runs. With `defer_yields`, a
+/// task that yields through `yield_now` is deferred instead of requeued.
+#[inline]
+pub(crate) fn poll_task(
+    slab: &RefCell<TaskSlab>,
+    id: TaskId,
+    take_panic: bool,
+    defer_yields: bool,
+) -> Polled {
     let (raw, cancelled) = {
         let mut s = slab.borrow_mut();
         let Some(e) = s.get_mut(id) else {
@@ -324,28 +349,19 @@ pub(crate) fn poll_task(slab: &RefCell<TaskSlab>, id: TaskId, take_panic: bool) 
         (e.task.raw(), e.state.is_cancelled())
     };
     let mut cancelled_now = cancelled;
+    let mut yielded = false;
     let finish = if cancelled {
         // SAFETY: RUNNING is set (the entry stays, nothing else touches the
         // stage), the stage is Running (not COMPLETE), executor thread.
         Some(unsafe { raw.cancel() })
     } else {
+        let prev = context::begin_poll(raw.header_addr());
         // SAFETY: as above.
-        match unsafe { raw.poll() } {
+        let res = unsafe { raw.poll() };
+        yielded = context::end_poll(prev);
+        match res {
             Poll::Ready(f) => Some(f),
-            Poll::Pending => {
-                let aborted = slab
-                    .borrow()
-                    .get(id)
-                    .is_some_and(|e| e.state.is_cancelled());
-                if aborted {
-                    cancelled_now = true;
-                    // Aborted during its own poll: drop it now, unpolled.
-                    // SAFETY: as above; RUNNING is still set.
-                    Some(unsafe { raw.cancel() })
-                } else {
-                    None
-                }
-            }
+            Poll::Pending => None,
         }
     };
     let panic = match finish {
@@ -354,22 +370,41 @@ pub(crate) fn poll_task(slab: &RefCell<TaskSlab>, id: TaskId, take_panic: bool) 
         _ => None,
     };
     let mut s = slab.borrow_mut();
-    match finish {
-        None => {
-            let e = s.get_mut(id).expect("a RUNNING entry is never removed");
-            e.state.set_running(false);
-            let reschedule = e.state.is_notified();
-            if reschedule {
-                e.state.set_notified(false);
-                e.state.set_scheduled(true);
-            }
-            Polled::Pending {
-                group: e.group,
-                reschedule,
-            }
+    let Some(f) = finish else {
+        let e = s.get_mut(id).expect("a RUNNING entry is never removed");
+        if e.state.is_cancelled() {
+            // Aborted during its own poll: drop it now, unpolled.
+            drop(s);
+            cancelled_now = true;
+            // SAFETY: RUNNING is still set: the entry stays and nothing else
+            // touches the stage; the stage is Running; executor thread.
+            let f = unsafe { raw.cancel() };
+            let c = slab.borrow_mut().complete(id, f, None, cancelled_now);
+            return Polled::Done(c.settle());
         }
-        Some(f) => Polled::Done(s.complete(id, f, panic, cancelled_now)),
-    }
+        e.state.set_running(false);
+        let next = if e.state.is_notified() {
+            e.state.set_notified(false);
+            e.state.set_scheduled(true);
+            Next::Requeue
+        } else if yielded {
+            e.state.set_scheduled(true);
+            if defer_yields {
+                Next::Defer
+            } else {
+                Next::Requeue
+            }
+        } else {
+            Next::Wait
+        };
+        return Polled::Pending {
+            group: e.group,
+            next,
+        };
+    };
+    let c = s.complete(id, f, panic, cancelled_now);
+    drop(s);
+    Polled::Done(c.settle())
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
@@ -386,7 +421,8 @@ pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> 
     // SAFETY: RUNNING is set (the entry stays, nothing else touches the
     // stage), the stage is Running (not COMPLETE), executor thread.
     let finish = unsafe { raw.cancel() };
-    Some(slab.borrow_mut().complete(id, finish, None, true))
+    let c = slab.borrow_mut().complete(id, finish, None, true);
+    Some(c.settle())
 }
 
 #[cfg(test)]
@@ -402,7 +438,7 @@ mod tests {
         assert!(e.is_none());
         // Complete it by hand through the harness.
         let cell = RefCell::new(s);
-        assert!(matches!(poll_task(&cell, a, false), Polled::Done(_)));
+        assert!(matches!(poll_task(&cell, a, false, false), Polled::Done(_)));
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
         let b = s.insert(async {}, 0, GroupId::new(1), &remote);
