@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use crate::executor::context;
 
@@ -42,20 +42,28 @@ pub struct YieldNow {
 impl Future for YieldNow {
     type Output = ();
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.yielded {
             return Poll::Ready(());
         }
         self.yielded = true;
-        if context::try_fast_yield(cx.waker()) {
-            return Poll::Pending;
+        if !context::try_fast_yield(cx.waker()) {
+            yield_slow(cx.waker());
         }
-        context::with_current(|core| match core {
-            Some(core) => core.yield_current(cx.waker()),
-            None => cx.waker().wake_by_ref(),
-        });
         Poll::Pending
     }
+}
+
+/// The yield of a future polled with a waker that is not its task's own
+/// (inside a combinator, or outside any tourbillon executor).
+#[cold]
+#[inline(never)]
+fn yield_slow(waker: &Waker) {
+    context::with_current(|core| match core {
+        Some(core) => core.yield_current(waker),
+        None => waker.wake_by_ref(),
+    });
 }
 
 /// Whether the running task should yield now: `true` when the current run
