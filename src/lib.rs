@@ -9,6 +9,7 @@ mod join;
 mod queue;
 mod sched;
 mod stats;
+mod sync;
 mod task;
 mod waker;
 mod yield_now;

@@ -13,7 +13,6 @@ pub(crate) mod run_loop;
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use self::core::Core;
@@ -25,6 +24,7 @@ use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
+use crate::sync::AtomicBool;
 use crate::task::id::TaskId;
 
 /// A single-threaded executor whose queues share the thread by weight.

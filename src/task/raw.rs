@@ -26,12 +26,13 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
+use crate::sync::{fence, AtomicBool, AtomicUsize};
 use crate::task::id::TaskId;
 
 /// The part of a task that wakers may see, on any thread.

@@ -194,10 +194,13 @@ impl TaskSlab {
     /// Clears the foreign-wake dedup flag of `id` before its wake is applied.
     pub(crate) fn clear_remote_notified(&self, id: TaskId) {
         if let Some(e) = self.get(id) {
-            e.task
-                .header()
-                .remote_notified
-                .swap(false, Ordering::AcqRel);
+            // `compare_exchange`, not `swap`: see `Remote::push`.
+            let _ = e.task.header().remote_notified.compare_exchange(
+                true,
+                false,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
     }
 
