@@ -20,7 +20,6 @@
 //!
 //! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin]`.
 
-use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -57,13 +56,11 @@ fn tokio_localset(tasks: usize) -> Duration {
     })
 }
 
-fn task(i: usize) -> impl Future<Output = usize> {
-    async move {
-        for _ in 0..YIELDS {
-            tourbillon::yield_now().await;
-        }
-        i
+async fn task(i: usize) -> usize {
+    for _ in 0..YIELDS {
+        tourbillon::yield_now().await;
     }
+    i
 }
 
 async fn tourbillon_workload(ex: &tourbillon::Executor<u8>, queues: u8, tasks: usize) -> Duration {

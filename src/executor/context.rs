@@ -47,19 +47,31 @@ thread_local! {
     static YIELDED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Marks the start of a poll of the task whose header is at `header`;
-/// returns the previous value (a task of an outer executor) to restore.
+/// The poll marker of an enclosing poll (a task of an outer executor that
+/// runs this one inside its own poll), restored by [`end_poll`].
+#[derive(Clone, Copy)]
+pub(crate) struct OuterPoll {
+    header: *const (),
+    yielded: bool,
+}
+
+/// Marks the start of a poll of the task whose header is at `header`.
+/// Saves (and clears) the marker of an enclosing poll, so that a yield of
+/// the outer task is neither lost nor taken for the inner task's.
 #[inline]
-pub(crate) fn begin_poll(header: *const ()) -> *const () {
-    POLLING.with(|p| p.replace(header))
+pub(crate) fn begin_poll(header: *const ()) -> OuterPoll {
+    OuterPoll {
+        header: POLLING.with(|p| p.replace(header)),
+        yielded: YIELDED.with(|y| y.replace(false)),
+    }
 }
 
 /// Marks the end of a poll; returns whether the task yielded through the
-/// fast path during it.
+/// fast path during it, and restores the enclosing poll's marker.
 #[inline]
-pub(crate) fn end_poll(prev: *const ()) -> bool {
-    POLLING.with(|p| p.set(prev));
-    YIELDED.with(|y| y.replace(false))
+pub(crate) fn end_poll(outer: OuterPoll) -> bool {
+    POLLING.with(|p| p.set(outer.header));
+    YIELDED.with(|y| y.replace(outer.yielded))
 }
 
 /// Whether this thread is polling a task right now.

@@ -1,0 +1,615 @@
+//! Schedulers written outside the crate against the public `Scheduler`
+//! trait: a LIFO and a "smallest TaskId first" priority scheduler. Checks
+//! the order of polls, that the executor keeps the contract documented in
+//! `src/sched/mod.rs` (`push` / `polled` / `forget` / `group_ended`, counted
+//! and cross-checked call by call), and that a custom scheduler runs under
+//! the executor like the built-in `RunnableFifo`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::future::{pending, poll_fn, Future};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use tourbillon::{
+    yield_now, Builder, GroupId, JoinHandle, ManualClock, QueueSpec, RunnableFifo, Scheduler,
+    TaskId,
+};
+
+// ---------------------------------------------------------------------------
+// Call recorder: checks the contract as the calls arrive.
+// ---------------------------------------------------------------------------
+
+#[derive(Default, Debug)]
+struct Calls {
+    pushes: usize,
+    /// Ids returned by `pop`, in order.
+    popped: Vec<TaskId>,
+    polled_pending: usize,
+    polled_finished: Vec<TaskId>,
+    elapsed: Vec<(TaskId, Option<Duration>)>,
+    forgotten: Vec<TaskId>,
+    group_ended: HashMap<GroupId, usize>,
+    /// Group of every task, from `push`.
+    group_of: HashMap<TaskId, GroupId>,
+    /// Ids held (pushed, not popped).
+    held: HashSet<TaskId>,
+    /// The last id `pop` returned, until `polled` names it.
+    last_popped: Option<TaskId>,
+    /// Tasks that ended (finished poll or forget).
+    ended: HashSet<TaskId>,
+    violations: Vec<String>,
+}
+
+type Recorder = Rc<RefCell<Calls>>;
+
+impl Calls {
+    fn push(&mut self, t: TaskId, g: GroupId) {
+        self.pushes += 1;
+        if !self.held.insert(t) {
+            self.violations
+                .push(format!("{t:?} pushed twice without a pop"));
+        }
+        if self.ended.contains(&t) {
+            self.violations.push(format!("{t:?} pushed after it ended"));
+        }
+        if self.group_ended.contains_key(&g) {
+            self.violations
+                .push(format!("{t:?} pushed into ended group {g:?}"));
+        }
+        if let Some(old) = self.group_of.insert(t, g) {
+            if old != g {
+                self.violations.push(format!("{t:?} changed group"));
+            }
+        }
+    }
+
+    fn pop(&mut self, t: Option<TaskId>) {
+        if let Some(t) = t {
+            self.held.remove(&t);
+            self.popped.push(t);
+            self.last_popped = Some(t);
+        }
+    }
+
+    fn polled(&mut self, t: TaskId, g: GroupId, elapsed: Option<Duration>, finished: bool) {
+        if self.last_popped != Some(t) {
+            self.violations.push(format!(
+                "polled({t:?}) but the last pop was {:?}",
+                self.last_popped
+            ));
+        }
+        self.last_popped = None;
+        if self.group_of.get(&t) != Some(&g) {
+            self.violations
+                .push(format!("polled({t:?}) with a wrong group"));
+        }
+        if self.ended.contains(&t) {
+            self.violations
+                .push(format!("polled({t:?}) after it ended"));
+        }
+        self.elapsed.push((t, elapsed));
+        if finished {
+            self.polled_finished.push(t);
+            self.ended.insert(t);
+        } else {
+            self.polled_pending += 1;
+        }
+    }
+
+    fn forget(&mut self, t: TaskId, g: GroupId) {
+        if self.group_of.get(&t) != Some(&g) {
+            self.violations
+                .push(format!("forget({t:?}) with a wrong group"));
+        }
+        if !self.ended.insert(t) {
+            self.violations
+                .push(format!("forget({t:?}) of an ended task"));
+        }
+        self.forgotten.push(t);
+    }
+
+    fn group_ended(&mut self, g: GroupId) {
+        *self.group_ended.entry(g).or_default() += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The two schedulers.
+// ---------------------------------------------------------------------------
+
+/// Last in, first out. Keeps forgotten ids (the executor skips them when
+/// they are popped).
+struct Lifo {
+    stack: Vec<TaskId>,
+    calls: Recorder,
+}
+
+impl Scheduler for Lifo {
+    fn push(&mut self, task: TaskId, group: GroupId) {
+        self.calls.borrow_mut().push(task, group);
+        self.stack.push(task);
+    }
+    fn pop(&mut self) -> Option<TaskId> {
+        let t = self.stack.pop();
+        self.calls.borrow_mut().pop(t);
+        t
+    }
+    fn len(&self) -> usize {
+        self.stack.len()
+    }
+    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+        self.calls
+            .borrow_mut()
+            .polled(task, group, elapsed, finished);
+    }
+    fn forget(&mut self, task: TaskId, group: GroupId) {
+        self.calls.borrow_mut().forget(task, group);
+    }
+    fn group_ended(&mut self, group: GroupId) {
+        self.calls.borrow_mut().group_ended(group);
+    }
+}
+
+/// Smallest `TaskId` (slot index, then generation) first. Drops forgotten
+/// ids at once, and asks for per-poll timing.
+struct ByTaskId {
+    set: BTreeSet<TaskId>,
+    calls: Recorder,
+}
+
+impl Scheduler for ByTaskId {
+    fn push(&mut self, task: TaskId, group: GroupId) {
+        self.calls.borrow_mut().push(task, group);
+        self.set.insert(task);
+    }
+    fn pop(&mut self) -> Option<TaskId> {
+        let t = self.set.pop_first();
+        self.calls.borrow_mut().pop(t);
+        t
+    }
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+    fn wants_timing(&self) -> bool {
+        true
+    }
+    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+        self.calls
+            .borrow_mut()
+            .polled(task, group, elapsed, finished);
+    }
+    fn forget(&mut self, task: TaskId, group: GroupId) {
+        self.set.remove(&task);
+        self.calls.borrow_mut().forget(task, group);
+    }
+    fn group_ended(&mut self, group: GroupId) {
+        self.calls.borrow_mut().group_ended(group);
+    }
+}
+
+/// A plain FIFO outside the crate, to compare with the built-in one.
+#[derive(Default)]
+struct MyFifo(VecDeque<TaskId>);
+
+impl Scheduler for MyFifo {
+    fn push(&mut self, task: TaskId, _group: GroupId) {
+        self.0.push_back(task);
+    }
+    fn pop(&mut self) -> Option<TaskId> {
+        self.0.pop_front()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+fn lifo(calls: &Recorder) -> Lifo {
+    Lifo {
+        stack: Vec::new(),
+        calls: calls.clone(),
+    }
+}
+
+fn by_task_id(calls: &Recorder) -> ByTaskId {
+    ByTaskId {
+        set: BTreeSet::new(),
+        calls: calls.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+type Log = Rc<RefCell<Vec<&'static str>>>;
+
+fn new_log() -> Log {
+    Rc::default()
+}
+
+/// Logs `name` at each poll and yields `yields` times before completing.
+fn worker(log: &Log, name: &'static str, yields: usize) -> impl Future<Output = ()> + 'static {
+    let log = log.clone();
+    async move {
+        log.borrow_mut().push(name);
+        for _ in 0..yields {
+            yield_now().await;
+            log.borrow_mut().push(name);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Gate {
+    open: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Gate {
+    fn open(&self) {
+        self.open.set(true);
+        let w = self.waker.borrow_mut().take();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+    fn wait(self: &Rc<Self>) -> impl Future<Output = ()> + 'static {
+        let g = self.clone();
+        poll_fn(move |cx| {
+            if g.open.get() {
+                Poll::Ready(())
+            } else {
+                *g.waker.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Order
+// ---------------------------------------------------------------------------
+
+#[test]
+fn lifo_polls_the_latest_runnable_task_first() {
+    let calls = Recorder::default();
+    let ex = Builder::new()
+        .queue_with("lifo", QueueSpec::new(1).scheduler(lifo(&calls)))
+        .build()
+        .unwrap();
+    assert_eq!(ex.queue_stats("lifo").unwrap().scheduler, "custom");
+    let log = new_log();
+    let a = ex.spawn("lifo", worker(&log, "a", 0)).unwrap();
+    let b = ex.spawn("lifo", worker(&log, "b", 1)).unwrap();
+    let c = ex.spawn("lifo", worker(&log, "c", 2)).unwrap();
+    ex.run_until_stalled();
+    // A yielding task is pushed last, so it is popped again at once.
+    assert_eq!(*log.borrow(), ["c", "c", "c", "b", "b", "a"]);
+    let c_ = calls.borrow();
+    assert_eq!(c_.popped, [c.id(), c.id(), c.id(), b.id(), b.id(), a.id()]);
+    assert!(c_.violations.is_empty(), "{:?}", c_.violations);
+    assert_eq!(c_.pushes, 6, "3 spawns and 3 yields");
+    assert_eq!(c_.polled_pending, 3);
+    assert_eq!(c_.polled_finished, [c.id(), b.id(), a.id()]);
+    // No timing asked: no durations.
+    assert!(c_.elapsed.iter().all(|(_, e)| e.is_none()));
+    assert_eq!(c_.group_ended.len(), 3);
+    assert!(c_.group_ended.values().all(|&n| n == 1));
+    drop(c_);
+    ex.block_on(async {
+        a.await.unwrap();
+        b.await.unwrap();
+        c.await.unwrap();
+    });
+}
+
+#[test]
+fn priority_by_task_id_polls_the_smallest_id_first() {
+    let calls = Recorder::default();
+    let clock = ManualClock::new();
+    let ex = Builder::new()
+        .queue_with("prio", QueueSpec::new(1).scheduler(by_task_id(&calls)))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let log = new_log();
+    const NAMES: [&str; 5] = ["t0", "t1", "t2", "t3", "t4"];
+    let gates: Vec<Rc<Gate>> = (0..5).map(|_| Rc::default()).collect();
+    let handles: Vec<JoinHandle<()>> = (0..5)
+        .map(|i| {
+            let (g, l, clock) = (gates[i].clone(), log.clone(), clock.clone());
+            ex.spawn("prio", async move {
+                g.wait().await;
+                // Each poll costs (i + 1) us of virtual time.
+                clock.advance(Duration::from_micros(i as u64 + 1));
+                l.borrow_mut().push(NAMES[i]);
+            })
+            .unwrap()
+        })
+        .collect();
+    let ids: Vec<TaskId> = handles.iter().map(|h| h.id()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted, "fresh slots are taken in order");
+    ex.run_until_stalled();
+    // Woken in reverse order; polled by id.
+    ex.block_on(async {
+        for g in gates.iter().rev() {
+            g.open();
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    assert_eq!(*log.borrow(), NAMES);
+    let c = calls.borrow();
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    assert_eq!(c.popped[5..], ids[..]);
+    // Timing was asked for: every poll reports its exact virtual duration
+    // (0 for the first polls, which only register with the gate).
+    let expected: Vec<(TaskId, Option<Duration>)> = ids
+        .iter()
+        .map(|&t| (t, Some(Duration::ZERO)))
+        .chain(
+            ids.iter()
+                .enumerate()
+                .map(|(i, &t)| (t, Some(Duration::from_micros(i as u64 + 1)))),
+        )
+        .collect();
+    assert_eq!(c.elapsed, expected);
+    assert_eq!(c.polled_pending, 5);
+    assert_eq!(c.polled_finished, ids);
+}
+
+// ---------------------------------------------------------------------------
+// Contract
+// ---------------------------------------------------------------------------
+
+/// Every way a task can end, on one queue with `sched`; checks the calls.
+fn contract_workload<S: Scheduler>(make: impl FnOnce(&Recorder) -> S) {
+    let calls = Recorder::default();
+    let ex = Builder::new()
+        .queue_with("c", QueueSpec::new(1).scheduler(make(&calls)))
+        .queue("other", 1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let gate: Rc<Gate> = Rc::default();
+    let log = new_log();
+
+    // Completes at its first poll; completes after two yields.
+    let done0 = ex.spawn("c", async { 0 }).unwrap();
+    let done2 = ex.spawn("c", worker(&log, "done2", 2)).unwrap();
+    // Idle, then aborted.
+    let idle_abort = ex.spawn("c", gate.wait()).unwrap();
+    let idle_abort_id = idle_abort.id();
+    // Aborted before its first poll.
+    let queued_abort = ex.spawn("c", async { unreachable!() }).unwrap();
+    let queued_abort_id = queued_abort.id();
+    queued_abort.abort();
+    // Aborts itself.
+    let slot: Rc<RefCell<Option<JoinHandle<()>>>> = Rc::default();
+    let self_abort = {
+        let slot = slot.clone();
+        ex.spawn("c", async move {
+            slot.borrow().as_ref().unwrap().abort();
+            pending::<()>().await;
+        })
+        .unwrap()
+    };
+    let self_abort_id = self_abort.id();
+    *slot.borrow_mut() = Some(self_abort);
+    // Panics (PanicPolicy::Catch).
+    let panics = ex
+        .spawn("c", async {
+            panic!("custom scheduler task panic");
+        })
+        .unwrap();
+    // Idle at shutdown.
+    let idle_shutdown = ex.spawn("c", pending::<()>()).unwrap();
+    // Completed, output never read before shutdown.
+    let unjoined = ex.spawn("c", async { String::from("unread") }).unwrap();
+    // Detached, completes.
+    drop(ex.spawn("c", worker(&log, "detached", 1)).unwrap());
+
+    ex.run_until_stalled();
+    idle_abort.abort();
+    ex.run_until_stalled();
+    // Queued at shutdown, never polled.
+    let queued_shutdown = ex.spawn("c", async {}).unwrap();
+
+    ex.block_on(async {
+        assert_eq!(done0.await.unwrap(), 0);
+        done2.await.unwrap();
+        assert!(idle_abort.await.unwrap_err().is_cancelled());
+        assert!(queued_abort.await.unwrap_err().is_cancelled());
+        assert!(panics.await.unwrap_err().is_panic());
+    });
+    // Not polled by that run: the main future completed first.
+    assert!(!queued_shutdown.is_finished());
+    assert!(unjoined.is_finished());
+    let polls = ex.stats().polls;
+    let spawned = ex.queue_stats("c").unwrap().spawned;
+    assert_eq!(spawned, 10);
+    let (unjoined_id, expected_forgotten) = (
+        unjoined.id(),
+        HashSet::from([
+            idle_abort_id,
+            queued_abort_id,
+            idle_shutdown.id(),
+            queued_shutdown.id(),
+        ]),
+    );
+    drop(ex);
+
+    let c = calls.borrow();
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    // `polled` once per poll, and never for the forgotten.
+    assert_eq!(
+        (c.polled_pending + c.polled_finished.len()) as u64,
+        polls,
+        "polled is called after every poll"
+    );
+    // done0, done2, self_abort, panics, unjoined, detached finished in a poll.
+    assert_eq!(c.polled_finished.len(), 6);
+    assert!(c.polled_finished.contains(&self_abort_id));
+    assert!(c.polled_finished.contains(&unjoined_id));
+    // Forgotten, once each: the two aborted without a poll and the two
+    // shut down; not the completed ones whose output was still unread.
+    let forgotten: HashSet<TaskId> = c.forgotten.iter().copied().collect();
+    assert_eq!(c.forgotten.len(), 4, "{:?}", c.forgotten);
+    assert_eq!(forgotten, expected_forgotten);
+    // Every group (one per spawn) ended exactly once.
+    assert_eq!(c.group_of.len(), 10);
+    let groups: HashSet<GroupId> = c.group_of.values().copied().collect();
+    assert_eq!(groups.len(), 10);
+    for g in &groups {
+        assert_eq!(c.group_ended.get(g), Some(&1), "group_ended({g:?})");
+    }
+    assert_eq!(c.group_ended.len(), 10);
+    assert!(c.held.iter().all(|t| c.ended.contains(t)));
+}
+
+#[test]
+fn lifo_gets_the_documented_calls() {
+    contract_workload(lifo);
+}
+
+#[test]
+fn priority_scheduler_gets_the_documented_calls() {
+    contract_workload(by_task_id);
+}
+
+// ---------------------------------------------------------------------------
+// Under the executor like the built-in
+// ---------------------------------------------------------------------------
+
+/// Runs the same mixed workload on a queue with `spec`; returns the poll
+/// log and the executor's poll count.
+fn fifo_workload(spec: QueueSpec) -> (Vec<&'static str>, u64, String) {
+    let ex = Builder::new()
+        .queue_with("q", spec)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let log = new_log();
+    let gate: Rc<Gate> = Rc::default();
+    let hs = vec![
+        ex.spawn("q", worker(&log, "a", 3)).unwrap(),
+        ex.spawn("q", {
+            let (g, l) = (gate.clone(), log.clone());
+            async move {
+                g.wait().await;
+                l.borrow_mut().push("gated");
+            }
+        })
+        .unwrap(),
+        ex.spawn("q", worker(&log, "b", 1)).unwrap(),
+        ex.spawn("q", {
+            let (g, l) = (gate.clone(), log.clone());
+            async move {
+                l.borrow_mut().push("opener");
+                yield_now().await;
+                g.open();
+                l.borrow_mut().push("opener");
+            }
+        })
+        .unwrap(),
+        ex.spawn("q", worker(&log, "c", 2)).unwrap(),
+    ];
+    ex.block_on(async {
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    let kind = ex.queue_stats("q").unwrap().scheduler.to_string();
+    let log = log.borrow().clone();
+    (log, ex.stats().polls, kind)
+}
+
+#[test]
+fn a_custom_fifo_runs_exactly_like_the_built_in() {
+    let (built_in, polls_a, kind_a) = fifo_workload(QueueSpec::new(1));
+    let (explicit, polls_b, kind_b) =
+        fifo_workload(QueueSpec::new(1).scheduler(RunnableFifo::new()));
+    let (custom, polls_c, kind_c) = fifo_workload(QueueSpec::new(1).scheduler(MyFifo::default()));
+    assert_eq!(
+        built_in,
+        ["a", "b", "opener", "c", "a", "b", "opener", "c", "a", "gated", "c", "a"]
+    );
+    assert_eq!(explicit, built_in);
+    assert_eq!(custom, built_in);
+    assert_eq!((polls_a, polls_b, polls_c), (13, 13, 13));
+    assert_eq!(kind_a, "RunnableFifo");
+    assert_eq!(kind_b, "RunnableFifo", "a RunnableFifo is recognised");
+    assert_eq!(kind_c, "custom");
+}
+
+#[test]
+fn a_custom_queue_gets_its_share_next_to_a_built_in_one() {
+    let clock = ManualClock::new();
+    let calls = Recorder::default();
+    let ex = Builder::new()
+        .queue_with("custom", QueueSpec::new(3).scheduler(lifo(&calls)))
+        .queue("fifo", 1)
+        .base_slice(Duration::from_micros(50))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let stop = Rc::new(Cell::new(false));
+    let mut hs = Vec::new();
+    for key in ["custom", "fifo"] {
+        for _ in 0..3 {
+            let (clock, stop) = (clock.clone(), stop.clone());
+            hs.push(
+                ex.spawn(key, async move {
+                    let mut n = 0u32;
+                    while !stop.get() {
+                        clock.advance(Duration::from_micros(10));
+                        n += 1;
+                        yield_now().await;
+                    }
+                    n
+                })
+                .unwrap(),
+            );
+        }
+    }
+    let timer = {
+        let (clock, stop) = (clock.clone(), stop.clone());
+        // Stops everyone after 40 ms of virtual time; it is polled once per
+        // fifo-queue run, which is often enough.
+        ex.spawn("fifo", async move {
+            while clock.now() < 40_000_000 {
+                yield_now().await;
+            }
+            stop.set(true);
+        })
+        .unwrap()
+    };
+    ex.block_on(async {
+        timer.await.unwrap();
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    let (sc, sf) = (
+        ex.queue_stats("custom").unwrap(),
+        ex.queue_stats("fifo").unwrap(),
+    );
+    let ratio = sc.service.as_nanos() as f64 / sf.service.as_nanos() as f64;
+    assert!(
+        (2.8..=3.2).contains(&ratio),
+        "service {:?} vs {:?}: ratio {ratio}",
+        sc.service,
+        sf.service
+    );
+    let c = calls.borrow();
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    assert_eq!(
+        c.polled_pending + c.polled_finished.len(),
+        sc.polls as usize
+    );
+}
