@@ -46,8 +46,9 @@
 //! it decays by the progress of `V` of the other queues while the queue
 //! slept, never turning into credit (Linux `DELAY_DEQUEUE` + `DELAY_ZERO`,
 //! where an ineligible sleeper stays queued until its debt is paid):
-//! sleeping does not erase debt, and long sleepers come back even. A new queue starts at `V` with half a
-//! request (`PLACE_DEADLINE_INITIAL`); a queue that wakes alone starts at `V`.
+//! sleeping does not erase debt, and long sleepers come back even. A new
+//! queue starts at `V` with half a request (`PLACE_DEADLINE_INITIAL`); a
+//! queue that wakes alone starts at `V`.
 //!
 //! # Reweighting (R10)
 //!

@@ -358,6 +358,14 @@ impl Core {
                     }
                 }
             }
+            // Between runs (a wake from the host between two turns): the
+            // queue that ran last would continue under RUN_TO_PARITY; a
+            // waking queue that would preempt it takes the pick instead.
+            if let (None, Some(p), true) = (cur, r.prev.get(), self.cfg.preemption) {
+                if p != j && qs.eevdf.would_preempt(p, j) {
+                    r.prev.set(None);
+                }
+            }
         }
         pending.clear();
         if qs.pending.is_empty() {
