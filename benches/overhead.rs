@@ -70,9 +70,7 @@ async fn tourbillon_workload(ex: &tourbillon::Executor<u8>, queues: u8, tasks: u
     for h in warm {
         h.await.unwrap();
     }
-    let handles: Vec<_> = (0..queues)
-        .map(|q| ex.queue(q).unwrap())
-        .collect();
+    let handles: Vec<_> = (0..queues).map(|q| ex.queue(q).unwrap()).collect();
     let start = Instant::now();
     let hs: Vec<_> = (0..tasks)
         .map(|i| handles[i % handles.len()].spawn(task(i)).unwrap())
@@ -184,9 +182,7 @@ fn main() {
     let base = median(&series[0].samples);
     let one_queue = median(&series[1].samples);
     println!();
-    println!(
-        "| system | median ms | min ms | max ms | ns/task | ratio to tokio LocalSet |"
-    );
+    println!("| system | median ms | min ms | max ms | ns/task | ratio to tokio LocalSet |");
     println!("|---|---|---|---|---|---|");
     for s in &series {
         let m = median(&s.samples);

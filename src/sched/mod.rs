@@ -5,30 +5,8 @@
 //! [`Scheduler`] does. The trait sees only task ids, group ids and measured
 //! durations: the executor owns tasks, wakers, channels and clocks.
 //!
-//! # Contract
-//!
-//! What the executor guarantees:
-//! * [`push`](Scheduler::push) is called when a task becomes runnable (it is
-//!   spawned, or woken after a poll returned `Pending`), at most once between
-//!   two [`pop`](Scheduler::pop)s that return it: several wakes of a task are
-//!   merged before they reach the scheduler.
-//! * After each poll of a task that `pop` returned,
-//!   [`polled`](Scheduler::polled) is called once, with the poll's measured
-//!   duration if [`wants_timing`](Scheduler::wants_timing) is `true`, and
-//!   whether the task finished. A task that is pending again is pushed again
-//!   only when it is woken, after `polled`.
-//! * [`forget`](Scheduler::forget) is called when a task ends without a poll
-//!   (aborted while idle or queued, or dropped at shutdown). If the scheduler
-//!   still holds the id it may drop it then, or return it from `pop` later:
-//!   the executor skips ids of ended tasks.
-//! * [`group_ended`](Scheduler::group_ended) is called once, when the last
-//!   task of a group has ended (by finishing, abort or shutdown).
-//! * All calls happen on the executor's thread, never re-entrantly.
-//!
-//! What a scheduler must guarantee: never lose a task (every pushed id is
-//! eventually returned by `pop`, unless forgotten), never return an id twice
-//! for one push, and keep `len` equal to the number of ids it holds. It must
-//! not panic: a panic inside a scheduler unwinds through the executor.
+//! The contract between the executor and a scheduler is documented on
+//! [`Scheduler`].
 //!
 //! Built-in schedulers are dispatched statically (a `match`, no virtual
 //! call per poll); a custom scheduler is called through a `Box<dyn Scheduler>`.
@@ -41,8 +19,34 @@ use std::time::Duration;
 use crate::task::id::{GroupId, TaskId};
 pub use fifo::RunnableFifo;
 
-/// Orders the runnable tasks of one queue. See the [module docs](self) for
-/// the contract.
+/// Orders the runnable tasks of one queue.
+///
+/// # Contract
+///
+/// What the executor guarantees:
+/// * [`push`](Scheduler::push) is called when a task becomes runnable (it is
+///   spawned, or woken after a poll returned `Pending`), at most once between
+///   two [`pop`](Scheduler::pop)s that return it: several wakes of a task are
+///   merged before they reach the scheduler.
+/// * After each poll of a task that `pop` returned,
+///   [`polled`](Scheduler::polled) is called once, with the poll's measured
+///   duration if [`wants_timing`](Scheduler::wants_timing) is `true`, and
+///   whether the task finished. A task that is pending again is pushed again
+///   only when it is woken, after `polled`.
+/// * [`forget`](Scheduler::forget) is called when a task ends without a poll
+///   (aborted while idle or queued, or dropped at shutdown). If the scheduler
+///   still holds the id it may drop it then, or return it from `pop` later:
+///   the executor skips ids of ended tasks.
+/// * [`group_ended`](Scheduler::group_ended) is called once, when the last
+///   task of a group has ended (by finishing, abort or shutdown).
+/// * All calls happen on the executor's thread, never re-entrantly.
+///
+/// What a scheduler must guarantee: never lose a task (every pushed id is
+/// eventually returned by `pop`, unless forgotten), never return an id twice
+/// for one push, and keep `len` equal to the number of ids it holds. It must
+/// not panic: a panic inside a scheduler unwinds through the executor.
+///
+/// # Example
 ///
 /// A last-in-first-out scheduler, written outside the crate:
 ///

@@ -259,8 +259,7 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
     // Fast path: a count of 1 is our own reference, and no one can add one
     // without holding a reference, so no atomic read-modify-write is needed
     // (the Acquire load pairs with the Release decrements of other owners).
-    if header.refs.load(Ordering::Acquire) != 1
-        && header.refs.fetch_sub(1, Ordering::Release) != 1
+    if header.refs.load(Ordering::Acquire) != 1 && header.refs.fetch_sub(1, Ordering::Release) != 1
     {
         return;
     }

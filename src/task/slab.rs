@@ -182,7 +182,6 @@ impl TaskSlab {
         }
     }
 
-
     /// Where a deferred (yielded) task goes at the next host turn, if it is
     /// still waiting there.
     pub(crate) fn deferred_target(&self, id: TaskId) -> Option<(usize, GroupId)> {
@@ -203,7 +202,6 @@ impl TaskSlab {
             );
         }
     }
-
 
     /// `abort()`: returns `true` if the caller must cancel the task at the
     /// next poll boundary (it is idle or queued); a running task is
