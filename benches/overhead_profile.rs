@@ -1,6 +1,6 @@
 //! Profiling target: the headline workload (50,000 tasks x 5 yields, one
 //! queue) run `N` times (first argument, default 1; the second sets the
-//! yields per task, default 5) with nothing else in the
+//! yields per task, default 5; the third the number of queues, default 1) with nothing else in the
 //! process, for `valgrind --tool=callgrind` (deterministic instruction
 //! counts; use `--toggle-collect=overhead_profile::workload`) and for
 //! sampling profilers (`perf record`, samply) with a large `N`.
@@ -10,11 +10,11 @@ use std::hint::black_box;
 const TASKS: usize = 50_000;
 
 #[inline(never)]
-fn workload(ex: &tourbillon::Executor<()>, yields: usize) {
+fn workload(ex: &tourbillon::Executor<u8>, yields: usize) {
     ex.block_on(async {
         let hs: Vec<_> = (0..TASKS)
             .map(|i| {
-                ex.spawn((), async move {
+                ex.spawn((i % ex.queue_keys().len()) as u8, async move {
                     for _ in 0..yields {
                         tourbillon::yield_now().await;
                     }
@@ -39,7 +39,16 @@ fn main() {
         .nth(2)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
-    let ex = tourbillon::Builder::new().queue((), 1).build().unwrap();
+    // Third argument: number of queues (shares 1:2:3:...), default 1.
+    let queues: u8 = std::env::args()
+        .nth(3)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1);
+    let mut b = tourbillon::Builder::new();
+    for q in 0..queues.max(1) {
+        b = b.queue(q, q as u32 + 1);
+    }
+    let ex = b.build().unwrap();
     for _ in 0..rounds {
         workload(&ex, yields);
     }
