@@ -216,19 +216,19 @@ impl Core {
             if entries.is_empty() {
                 break;
             }
-            let mut join_wakers = Vec::new();
             {
                 let mut qs = self.queues.borrow_mut();
                 // A completed entry (an unread output) already ended for its
                 // scheduler: `polled(finished)` and `group_ended` were called.
-                for e in entries.iter().filter(|e| !e.is_complete()) {
+                for (e, _) in entries.iter().filter(|(e, _)| !e.is_complete()) {
                     let s = &mut qs.list[e.queue()].sched;
                     s.forget(e.id(), e.group());
                     s.group_ended(e.group());
                 }
             }
-            for mut e in entries {
-                join_wakers.extend(e.take_join_waker());
+            let mut join_wakers = Vec::new();
+            for (e, w) in entries {
+                join_wakers.extend(w);
                 drop(e);
             }
             for w in join_wakers {

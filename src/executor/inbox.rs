@@ -19,6 +19,23 @@ use std::task::Waker;
 
 use crate::task::id::TaskId;
 
+/// A task's "already in the inbox" flag: several foreign wakes before the
+/// executor drains the inbox enqueue the task once.
+pub(crate) trait InboxFlag {
+    /// Sets the flag; `true` if it was clear (the caller enqueues).
+    fn mark(&self) -> bool;
+}
+
+impl InboxFlag for AtomicBool {
+    fn mark(&self) -> bool {
+        // `compare_exchange` rather than `swap`: equivalent here, and loom
+        // models it correctly (loom 0.7 lets a store slip inside a `swap`,
+        // tokio-rs/loom#254).
+        self.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
 /// The part of an executor that wakers on any thread may reach.
 #[derive(Debug, Default)]
 pub(crate) struct Remote {
@@ -37,17 +54,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Remote {
     /// Queues a wake of `id`, deduplicated by the task's `notified` flag,
     /// and wakes the host.
-    pub(crate) fn push(&self, id: TaskId, notified: &AtomicBool) {
+    pub(crate) fn push<F: InboxFlag + ?Sized>(&self, id: TaskId, notified: &F) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        // `compare_exchange` rather than `swap`: equivalent here, and loom
-        // models it correctly (loom 0.7 lets a store slip inside a `swap`,
-        // tokio-rs/loom#254).
-        if notified
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if !notified.mark() {
             return; // already in the inbox, not yet drained
         }
         lock(&self.ids).push(id);
@@ -159,7 +170,7 @@ mod loom_tests {
             let flag = Arc::new(AtomicBool::new(false));
             let woken = Arc::new(AtomicBool::new(false));
             let (r2, f2) = (remote.clone(), flag.clone());
-            let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &f2));
+            let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &*f2));
 
             let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
             remote.set_host(&host);
@@ -191,7 +202,7 @@ mod loom_tests {
             let ts: Vec<_> = (0..2)
                 .map(|_| {
                     let (r, f) = (remote.clone(), flag.clone());
-                    thread::spawn(move || r.push(TaskId::new(1, 0), &f))
+                    thread::spawn(move || r.push(TaskId::new(1, 0), &*f))
                 })
                 .collect();
             for t in ts {
@@ -202,7 +213,7 @@ mod loom_tests {
             assert_eq!(out.len(), 1, "two wakes before a drain enqueue once");
             let _ = flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire);
             let (r, f) = (remote.clone(), flag.clone());
-            let late = thread::spawn(move || r.push(TaskId::new(1, 0), &f));
+            let late = thread::spawn(move || r.push(TaskId::new(1, 0), &*f));
             late.join().unwrap();
             out.clear();
             remote.drain_into(&mut out);
@@ -218,12 +229,63 @@ mod loom_tests {
             let remote = Arc::new(Remote::default());
             let flag = Arc::new(AtomicBool::new(false));
             let (r2, f2) = (remote.clone(), flag.clone());
-            let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &f2));
+            let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &*f2));
             remote.close();
             t.join().unwrap();
             let mut out = Vec::new();
             remote.drain_into(&mut out);
             assert!(out.len() <= 1);
+        });
+    }
+
+    #[test]
+    fn loom_task_waker_refcount_and_inbox_bit() {
+        // The real task cell: a waker clone on another thread wakes (the
+        // inbox bit in the reference-count word) and is dropped, while the
+        // executor drains the inbox, clears the bit and drops the task. The
+        // cell is freed exactly once, by whichever side lets go last, and the
+        // future is dropped exactly once, on the executor's thread.
+        use crate::task::raw::{OwnedTask, DEALLOCS};
+        use std::sync::atomic::AtomicUsize as StdCount;
+
+        static FUTURE_DROPS: StdCount = StdCount::new(0);
+        struct Tracked;
+        impl Drop for Tracked {
+            fn drop(&mut self) {
+                FUTURE_DROPS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        loom::model(|| {
+            let before = DEALLOCS.load(Ordering::SeqCst);
+            let drops_before = FUTURE_DROPS.load(Ordering::SeqCst);
+            let remote = std::sync::Arc::new(Remote::default());
+            let id = TaskId::new(0, 0);
+            let tracked = Tracked;
+            let task = OwnedTask::new(
+                async move {
+                    let _t = tracked;
+                    std::future::pending::<()>().await
+                },
+                id,
+                remote.clone(),
+            );
+            let waker = task.waker_clone();
+            let t = thread::spawn(move || {
+                waker.wake_by_ref();
+                waker.wake(); // a second wake before the drain: merged
+            });
+            let mut out = Vec::new();
+            remote.drain_into(&mut out);
+            for _ in out.drain(..) {
+                task.header().clear_notified();
+            }
+            drop(task); // drops the future here, then gives up the reference
+            t.join().unwrap();
+            assert_eq!(FUTURE_DROPS.load(Ordering::SeqCst) - drops_before, 1);
+            assert_eq!(DEALLOCS.load(Ordering::SeqCst) - before, 1, "freed once");
+            remote.drain_into(&mut out);
+            assert!(out.len() <= 1, "two wakes enqueued the task twice");
         });
     }
 }

@@ -17,14 +17,13 @@ use std::sync::Arc;
 
 use self::core::Core;
 use self::drive::RunUntil;
-use self::inbox::Remote;
+use self::inbox::{InboxFlag, Remote};
 use crate::builder::Builder;
 use crate::error::SpawnError;
 use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
-use crate::sync::AtomicBool;
 use crate::task::id::TaskId;
 
 /// A single-threaded executor whose queues share the thread by weight.
@@ -265,7 +264,7 @@ where
 
 /// The wake of a task, from its waker (any thread).
 #[inline]
-pub(crate) fn wake_task(id: TaskId, remote: &Arc<Remote>, notified: &AtomicBool) {
+pub(crate) fn wake_task(id: TaskId, remote: &Arc<Remote>, notified: &impl InboxFlag) {
     let local = context::with_current(|core| match core {
         Some(core) if Arc::ptr_eq(&core.remote, remote) && core.driving.get() => {
             core.wake_local(id);

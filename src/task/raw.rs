@@ -32,21 +32,22 @@ use std::task::{Context, Poll, Waker};
 
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
-use crate::sync::{fence, AtomicBool, AtomicUsize};
+use crate::sync::{fence, AtomicUsize};
 use crate::task::id::TaskId;
 
 /// The part of a task that wakers may see, on any thread.
 pub(crate) struct Header {
-    /// Owners of the cell: the slab entry and every cloned waker.
+    /// Owners of the cell (the slab entry and every cloned waker) in the low
+    /// bits, and [`NOTIFIED`] in the top bit: set by a foreign-thread wake
+    /// until the executor drains it from the inbox, so that many foreign
+    /// wakes before that enqueue the id once. One word for both keeps the
+    /// header, read on every poll, small.
     refs: AtomicUsize,
     vtable: &'static TaskVTable,
     pub(crate) id: TaskId,
     /// The executor's thread-safe half (inbox, unparker). Kept alive by the
     /// cell so a waker that outlives the executor stays harmless.
     pub(crate) remote: Arc<Remote>,
-    /// Set by a foreign-thread wake until the executor drains it from the
-    /// inbox: many foreign wakes before that enqueue the id once.
-    pub(crate) remote_notified: AtomicBool,
     /// The task's waker, created once at spawn and lent to every poll.
     /// It does not own a reference and is never dropped.
     waker: ManuallyDrop<Waker>,
@@ -57,6 +58,51 @@ const _: () = {
     const fn assert_sync<T: Sync + Send>() {}
     assert_sync::<Header>();
 };
+
+/// The "in the inbox" bit of [`Header::refs`]; the rest counts references.
+const NOTIFIED: usize = 1 << (usize::BITS - 1);
+const REF_MASK: usize = !NOTIFIED;
+
+impl crate::executor::inbox::InboxFlag for Header {
+    fn mark(&self) -> bool {
+        // A compare-exchange loop rather than `fetch_or`: loom models it
+        // correctly (see `InboxFlag for AtomicBool`).
+        let mut cur = self.refs.load(Ordering::Acquire);
+        loop {
+            if cur & NOTIFIED != 0 {
+                return false;
+            }
+            match self.refs.compare_exchange_weak(
+                cur,
+                cur | NOTIFIED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl Header {
+    /// Clears the "in the inbox" bit, before the executor applies the wake
+    /// (so that a foreign wake after this point enqueues again).
+    pub(crate) fn clear_notified(&self) {
+        let mut cur = self.refs.load(Ordering::Acquire);
+        while cur & NOTIFIED != 0 {
+            match self.refs.compare_exchange_weak(
+                cur,
+                cur & REF_MASK,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
 
 /// What a poll ended with, when the future is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +163,6 @@ impl OwnedTask {
                 vtable: vtable::<F>(),
                 id,
                 remote,
-                remote_notified: AtomicBool::new(false),
                 waker: ManuallyDrop::new(Waker::noop().clone()),
             },
             stage: UnsafeCell::new(Stage::Running(future)),
@@ -136,6 +181,14 @@ impl OwnedTask {
     /// The non-owning pointer, valid while `self` lives.
     pub(crate) fn raw(&self) -> RawTask {
         self.raw
+    }
+
+    /// A clone of the task's waker (an owned reference), for tests that
+    /// hand it to another thread.
+    #[cfg(all(test, tourbillon_loom))]
+    pub(crate) fn waker_clone(&self) -> std::task::Waker {
+        // SAFETY: `self` owns a reference, so the header is alive for `&self`.
+        unsafe { (*(*self.raw.ptr.as_ptr()).waker).clone() }
     }
 
     /// The header (id, remote handle).
@@ -240,7 +293,7 @@ impl RawTask {
 pub(crate) unsafe fn retain(ptr: NonNull<Header>) {
     // SAFETY: the header is alive per the contract.
     let old = unsafe { ptr.as_ref() }.refs.fetch_add(1, Ordering::Relaxed);
-    if old > isize::MAX as usize {
+    if old & REF_MASK > REF_MASK / 2 {
         // Same policy as `Arc`: a reference count this large means wakers
         // are being leaked in a loop; aborting beats an overflow.
         std::process::abort();
@@ -259,7 +312,8 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
     // Fast path: a count of 1 is our own reference, and no one can add one
     // without holding a reference, so no atomic read-modify-write is needed
     // (the Acquire load pairs with the Release decrements of other owners).
-    if header.refs.load(Ordering::Acquire) != 1 && header.refs.fetch_sub(1, Ordering::Release) != 1
+    if header.refs.load(Ordering::Acquire) & REF_MASK != 1
+        && header.refs.fetch_sub(1, Ordering::Release) & REF_MASK != 1
     {
         return;
     }
@@ -444,4 +498,10 @@ unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     // which is `Send + Sync`. The header's waker is `ManuallyDrop` and owns
     // no reference.
     drop(unsafe { Box::from_raw(ptr.cast::<Cell<F>>().as_ptr()) });
+    #[cfg(all(test, tourbillon_loom))]
+    DEALLOCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
 }
+
+/// Cells freed, counted for the loom models (exactly once per task).
+#[cfg(all(test, tourbillon_loom))]
+pub(crate) static DEALLOCS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

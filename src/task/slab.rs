@@ -19,7 +19,6 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
@@ -37,9 +36,8 @@ pub(crate) struct TaskEntry {
     task: OwnedTask,
     generation: u32,
     state: State,
-    queue: u32,
+    queue: u16,
     group: GroupId,
-    join_waker: Option<Waker>,
 }
 
 impl TaskEntry {
@@ -52,9 +50,6 @@ impl TaskEntry {
     pub(crate) fn id(&self) -> TaskId {
         TaskId::new(self.task.header().id.index(), self.generation)
     }
-    pub(crate) fn take_join_waker(&mut self) -> Option<Waker> {
-        self.join_waker.take()
-    }
     /// The task ended (its scheduler was already told so).
     pub(crate) fn is_complete(&self) -> bool {
         self.state.is_complete()
@@ -62,10 +57,23 @@ impl TaskEntry {
 }
 
 /// All live tasks of one executor.
+///
+/// The entries hold what every poll reads (24 bytes: task pointer,
+/// generation, state, queue, group); what only spawn, join and shutdown
+/// touch lives beside them in `cold`, indexed alike, so that a run walks as
+/// little memory as possible.
 pub(crate) struct TaskSlab {
     entries: Slab<TaskEntry>,
-    /// Next generation of each slot index.
-    generations: Vec<u32>,
+    cold: Vec<ColdSlot>,
+}
+
+/// The rarely used part of a slot.
+#[derive(Default)]
+struct ColdSlot {
+    /// Generation of the slot's current (or next) occupant.
+    generation: u32,
+    /// The waker of the task awaiting this one's join handle.
+    join_waker: Option<Waker>,
 }
 
 /// How a poll (or a cancellation) ended.
@@ -114,7 +122,7 @@ impl TaskSlab {
     pub(crate) fn new() -> Self {
         Self {
             entries: Slab::new(),
-            generations: Vec::new(),
+            cold: Vec::new(),
         }
     }
 
@@ -137,18 +145,17 @@ impl TaskSlab {
     {
         let slot = self.entries.vacant_entry();
         let index = slot.key();
-        if index >= self.generations.len() {
-            self.generations.resize(index + 1, 0);
+        if index >= self.cold.len() {
+            self.cold.resize_with(index + 1, ColdSlot::default);
         }
-        let generation = self.generations[index];
+        let generation = self.cold[index].generation;
         let id = TaskId::new(index as u32, generation);
         slot.insert(TaskEntry {
             task: OwnedTask::new(future, id, remote.clone()),
             generation,
             state: State::INITIAL,
-            queue: queue as u32,
+            queue: queue as u16,
             group,
-            join_waker: None,
         });
         id
     }
@@ -169,7 +176,9 @@ impl TaskSlab {
         let index = id.index() as usize;
         let entry = self.entries.remove(index);
         debug_assert!(!entry.state.is_running());
-        self.generations[index] = self.generations[index].wrapping_add(1);
+        let cold = &mut self.cold[index];
+        cold.generation = cold.generation.wrapping_add(1);
+        cold.join_waker = None;
         entry
     }
 
@@ -193,13 +202,7 @@ impl TaskSlab {
     /// Clears the foreign-wake dedup flag of `id` before its wake is applied.
     pub(crate) fn clear_remote_notified(&self, id: TaskId) {
         if let Some(e) = self.get(id) {
-            // `compare_exchange`, not `swap`: see `Remote::push`.
-            let _ = e.task.header().remote_notified.compare_exchange(
-                true,
-                false,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            e.task.header().clear_notified();
         }
     }
 
@@ -235,9 +238,10 @@ impl TaskSlab {
             return (Poll::Ready(Err(JoinError::cancelled(id))), None);
         };
         if !e.state.is_complete() || e.state.is_running() {
-            match &e.join_waker {
+            let slot = &mut self.cold[id.index() as usize].join_waker;
+            match slot {
                 Some(w) if w.will_wake(waker) => {}
-                _ => e.join_waker = Some(waker.clone()),
+                _ => *slot = Some(waker.clone()),
             }
             return (Poll::Pending, None);
         }
@@ -256,16 +260,18 @@ impl TaskSlab {
     pub(crate) fn join_drop(&mut self, id: TaskId) -> Option<TaskEntry> {
         let e = self.get_mut(id)?;
         e.state.set_join_interest(false);
-        e.join_waker = None;
-        if e.state.is_complete() && !e.state.is_running() {
+        let complete = e.state.is_complete() && !e.state.is_running();
+        self.cold[id.index() as usize].join_waker = None;
+        if complete {
             Some(self.remove(id))
         } else {
             None
         }
     }
 
-    /// Shutdown: removes every entry that is not being polled.
-    pub(crate) fn drain(&mut self) -> Vec<TaskEntry> {
+    /// Shutdown: removes every entry that is not being polled, with the
+    /// waker of its joiner (to wake: the join handle then reads Cancelled).
+    pub(crate) fn drain(&mut self) -> Vec<(TaskEntry, Option<Waker>)> {
         let keys: Vec<usize> = self
             .entries
             .iter()
@@ -275,7 +281,8 @@ impl TaskSlab {
         keys.into_iter()
             .map(|k| {
                 let id = TaskId::new(k as u32, self.entries[k].generation);
-                self.remove(id)
+                let join_waker = self.cold[k].join_waker.take();
+                (self.remove(id), join_waker)
             })
             .collect()
     }
@@ -294,13 +301,10 @@ impl TaskSlab {
         e.state.set_notified(false);
         e.state.set_scheduled(false);
         e.state.set_complete();
-        let join_waker = e.join_waker.take();
         let (queue, group) = (e.queue(), e.group);
-        let detached = if e.state.has_join_interest() {
-            None
-        } else {
-            Some(self.remove(id))
-        };
+        let joined = e.state.has_join_interest();
+        let join_waker = self.cold[id.index() as usize].join_waker.take();
+        let detached = if joined { None } else { Some(self.remove(id)) };
         Completion {
             done: Done {
                 queue,
