@@ -1,6 +1,7 @@
 //! Profiling target: the headline workload (50,000 tasks x 5 yields, one
 //! queue) run `N` times (first argument, default 1; the second sets the
-//! yields per task, default 5; the third the number of queues, default 1) with nothing else in the
+//! yields per task, default 5; the third the number of queues, default 1;
+//! a fourth, `fresh`, builds a new executor for every round) with nothing else in the
 //! process, for `valgrind --tool=callgrind` (deterministic instruction
 //! counts; use `--toggle-collect=overhead_profile::workload`) and for
 //! sampling profilers (`perf record`, samply) with a large `N`.
@@ -44,12 +45,21 @@ fn main() {
         .nth(3)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1);
-    let mut b = tourbillon::Builder::new();
-    for q in 0..queues.max(1) {
-        b = b.queue(q, q as u32 + 1);
-    }
-    let ex = b.build().unwrap();
+    // Fourth argument `fresh`: a new executor for every round (as the
+    // headline benchmark does) instead of one reused executor.
+    let fresh = std::env::args().nth(4).as_deref() == Some("fresh");
+    let build = || {
+        let mut b = tourbillon::Builder::new();
+        for q in 0..queues.max(1) {
+            b = b.queue(q, q as u32 + 1);
+        }
+        b.build().unwrap()
+    };
+    let mut ex = build();
     for _ in 0..rounds {
+        if fresh {
+            ex = build();
+        }
         workload(&ex, yields);
     }
 }
