@@ -25,7 +25,7 @@ pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join::JoinHandle;
 pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
-pub use sched::{RunnableFifo, Scheduler};
+pub use sched::{Las, RunnableFifo, Scheduler};
 pub use stats::{ExecutorStats, QueueStats};
 pub use task::id::{GroupId, TaskId};
 pub use yield_now::{should_yield, yield_maybe, yield_now, YieldNow};

@@ -69,6 +69,8 @@ pub struct ExecutorStats {
     pub parks: u64,
     /// Tasks alive (spawned, not yet ended, or ended with an unread result).
     pub live_tasks: usize,
+    /// Keyed groups alive (groups of `spawn_in_group` with a live task).
+    pub live_groups: usize,
     /// EEVDF `V`: the weighted average vruntime of the runnable queues.
     pub avg_vruntime: u64,
     /// Per queue, in declaration order.

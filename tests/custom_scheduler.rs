@@ -30,9 +30,14 @@ struct Calls {
     polled_finished: Vec<TaskId>,
     elapsed: Vec<(TaskId, Option<Duration>)>,
     forgotten: Vec<TaskId>,
-    group_ended: HashMap<GroupId, usize>,
+    /// `group_ended` calls per group incarnation: a group id may come back
+    /// for a new group after it ended (ids are dense), so a group is a
+    /// (`GroupId`, incarnation) pair.
+    group_ended: HashMap<(GroupId, u32), usize>,
+    /// Current incarnation of each group id, and whether it ended.
+    incarnation: HashMap<GroupId, (u32, bool)>,
     /// Group of every task, from `push`.
-    group_of: HashMap<TaskId, GroupId>,
+    group_of: HashMap<TaskId, (GroupId, u32)>,
     /// Ids held (pushed, not popped).
     held: HashSet<TaskId>,
     /// The last id `pop` returned, until `polled` names it.
@@ -54,14 +59,25 @@ impl Calls {
         if self.ended.contains(&t) {
             self.violations.push(format!("{t:?} pushed after it ended"));
         }
-        if self.group_ended.contains_key(&g) {
-            self.violations
-                .push(format!("{t:?} pushed into ended group {g:?}"));
+        let known = self.group_of.get(&t).copied();
+        let inc = self.incarnation.entry(g).or_insert((0, false));
+        if inc.1 {
+            if known.is_some() {
+                // A task of the group that ended comes back: a violation.
+                self.violations
+                    .push(format!("{t:?} pushed into ended group {g:?}"));
+            } else {
+                // A new task reuses the id: a new group.
+                *inc = (inc.0 + 1, false);
+            }
         }
-        if let Some(old) = self.group_of.insert(t, g) {
-            if old != g {
+        let cur = (g, inc.0);
+        if let Some(old) = known {
+            if old.0 != g {
                 self.violations.push(format!("{t:?} changed group"));
             }
+        } else {
+            self.group_of.insert(t, cur);
         }
     }
 
@@ -81,7 +97,7 @@ impl Calls {
             ));
         }
         self.last_popped = None;
-        if self.group_of.get(&t) != Some(&g) {
+        if self.group_of.get(&t).map(|x| x.0) != Some(g) {
             self.violations
                 .push(format!("polled({t:?}) with a wrong group"));
         }
@@ -99,7 +115,7 @@ impl Calls {
     }
 
     fn forget(&mut self, t: TaskId, g: GroupId) {
-        if self.group_of.get(&t) != Some(&g) {
+        if self.group_of.get(&t).map(|x| x.0) != Some(g) {
             self.violations
                 .push(format!("forget({t:?}) with a wrong group"));
         }
@@ -111,7 +127,9 @@ impl Calls {
     }
 
     fn group_ended(&mut self, g: GroupId) {
-        *self.group_ended.entry(g).or_default() += 1;
+        let inc = self.incarnation.entry(g).or_insert((0, false));
+        inc.1 = true;
+        *self.group_ended.entry((g, inc.0)).or_default() += 1;
     }
 }
 
@@ -463,7 +481,7 @@ fn contract_workload<S: Scheduler>(make: impl FnOnce(&Recorder) -> S) {
     assert_eq!(forgotten, expected_forgotten);
     // Every group (one per spawn) ended exactly once.
     assert_eq!(c.group_of.len(), 10);
-    let groups: HashSet<GroupId> = c.group_of.values().copied().collect();
+    let groups: HashSet<(GroupId, u32)> = c.group_of.values().copied().collect();
     assert_eq!(groups.len(), 10);
     for g in &groups {
         assert_eq!(c.group_ended.get(g), Some(&1), "group_ended({g:?})");

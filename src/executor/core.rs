@@ -21,6 +21,7 @@ use crate::error::SpawnError;
 use crate::join::JoinHandle;
 use crate::queue::Queues;
 use crate::stats::{ExecutorStats, QueueStats};
+use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};
 use crate::task::slab::TaskSlab;
 
@@ -56,7 +57,7 @@ pub(crate) struct Core {
     pub(crate) driving: Cell<bool>,
     /// Driven by a host runtime (`run_until`): yields wait for a host turn.
     pub(crate) nested: Cell<bool>,
-    next_group: Cell<u64>,
+    pub(crate) groups: RefCell<Groups>,
     pub(crate) counters: ExecCounters,
 }
 
@@ -77,7 +78,7 @@ impl Core {
             shutdown: Cell::new(false),
             driving: Cell::new(false),
             nested: Cell::new(false),
-            next_group: Cell::new(0),
+            groups: RefCell::new(Groups::default()),
             counters: ExecCounters::default(),
         }
     }
@@ -86,10 +87,12 @@ impl Core {
         self.cfg.panic_policy == PanicPolicy::Propagate
     }
 
-    /// Spawns `future` onto queue `q` as a group of its own.
+    /// Spawns `future` onto queue `q`, in the keyed group `group` or as a
+    /// group of its own.
     pub(crate) fn spawn<F>(
         self: &Rc<Self>,
         q: usize,
+        group: Option<u64>,
         future: F,
     ) -> Result<JoinHandle<F::Output>, SpawnError>
     where
@@ -99,10 +102,8 @@ impl Core {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);
         }
-        let g = self.next_group.get();
-        self.next_group.set(g + 1);
-        let group = GroupId::new(g);
-        let id = self
+        let group = group.map(|key| self.groups.borrow_mut().join(key));
+        let (id, group) = self
             .tasks
             .borrow_mut()
             .insert(future, q, group, &self.remote);
@@ -128,7 +129,7 @@ impl Core {
         F::Output: 'static,
     {
         let q = self.run.queue.get().unwrap_or(0);
-        self.spawn(q, future)
+        self.spawn(q, None, future)
     }
 
     /// A queue went from empty to non-empty: it needs placement at the next
@@ -189,6 +190,7 @@ impl Core {
             turns: self.counters.turns.get(),
             parks: self.counters.parks.get(),
             live_tasks: self.tasks.borrow().len(),
+            live_groups: self.groups.borrow().len(),
             avg_vruntime: qs.eevdf.avg_vruntime(),
             queues,
         }
@@ -221,9 +223,10 @@ impl Core {
                 // A completed entry (an unread output) already ended for its
                 // scheduler: `polled(finished)` and `group_ended` were called.
                 for (e, _) in entries.iter().filter(|(e, _)| !e.is_complete()) {
-                    let s = &mut qs.list[e.queue()].sched;
-                    s.forget(e.id(), e.group());
-                    s.group_ended(e.group());
+                    qs.list[e.queue()].sched.forget(e.id(), e.group());
+                    if self.groups.borrow_mut().leave(e.group()) {
+                        qs.group_ended(e.queue(), e.group());
+                    }
                 }
             }
             let mut join_wakers = Vec::new();

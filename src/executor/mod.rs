@@ -92,7 +92,39 @@ impl<K: QueueKey> Executor<K> {
         F::Output: 'static,
     {
         let q = self.index(key)?;
-        self.core.spawn(q, future)
+        self.core.spawn(q, None, future)
+    }
+
+    /// Spawns `future` onto the queue `key` in the group `group`: a user key
+    /// such as a connection, tenant or request id. The tasks of a group share
+    /// one account of attained service, which schedulers such as
+    /// [`Las`](crate::Las) order by (a task spawned with [`spawn`](Self::spawn)
+    /// is a group of its own). The group exists while it has live tasks.
+    ///
+    /// ```
+    /// use tourbillon::{Builder, Las, QueueSpec};
+    ///
+    /// let ex = Builder::new()
+    ///     .queue_with("requests", QueueSpec::new(1).scheduler(Las::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let connection = 17;
+    /// let a = ex.spawn_in_group("requests", connection, async { 1 }).unwrap();
+    /// let b = ex.spawn_in_group("requests", connection, async { 2 }).unwrap();
+    /// ex.block_on(async { assert_eq!(a.await.unwrap() + b.await.unwrap(), 3) });
+    /// ```
+    pub fn spawn_in_group<F>(
+        &self,
+        key: K,
+        group: u64,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let q = self.index(key)?;
+        self.core.spawn(q, Some(group), future)
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.
@@ -220,7 +252,28 @@ impl<K: QueueKey> Spawner<K> {
             .ok_or_else(|| SpawnError::UnknownQueue {
                 queue: format!("{key:?}"),
             })?;
-        self.core.spawn(q, future)
+        self.core.spawn(q, None, future)
+    }
+
+    /// Spawns `future` onto the queue `key` in the group `group` (see
+    /// [`Executor::spawn_in_group`]).
+    pub fn spawn_in_group<F>(
+        &self,
+        key: K,
+        group: u64,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let q = self
+            .keys
+            .get(&key)
+            .ok_or_else(|| SpawnError::UnknownQueue {
+                queue: format!("{key:?}"),
+            })?;
+        self.core.spawn(q, Some(group), future)
     }
 }
 

@@ -164,6 +164,9 @@ impl Core {
         loop {
             let next = self.queues.borrow_mut().list[q].sched.pop();
             let Some(id) = next else { break };
+            // In timing mode the clock was read at the end of the previous
+            // poll: that reading is this poll's start (one read per poll).
+            let poll_start = r.last_ns.get();
             let polled = poll_task(&self.tasks, id, propagate, defer_yields);
             if let Polled::Stale = polled {
                 continue;
@@ -178,8 +181,10 @@ impl Core {
                 r.countdown.set(countdown - 1);
                 None
             };
+            // The whole poll, even if `should_yield` charged part of it
+            // from inside the poll.
             let elapsed = if timing {
-                delta.map(Duration::from_nanos)
+                delta.map(|_| Duration::from_nanos(r.last_ns.get().saturating_sub(poll_start)))
             } else {
                 None
             };
@@ -406,7 +411,9 @@ impl Core {
             } else {
                 st.sched.forget(id, group);
             }
-            st.sched.group_ended(group);
+            if self.groups.borrow_mut().leave(group) {
+                qs.group_ended(queue, group);
+            }
         }
         panic
     }

@@ -26,7 +26,21 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn(self.index, future)
+        self.core.spawn(self.index, None, future)
+    }
+
+    /// Spawns `future` onto this queue in the group `group` (see
+    /// [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
+    pub fn spawn_in_group<F>(
+        &self,
+        group: u64,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.core.spawn(self.index, Some(group), future)
     }
 
     /// The queue's index in declaration order.

@@ -146,6 +146,21 @@ impl Queues {
     }
 }
 
+impl Queues {
+    /// The last task of `group` ended: a task's own group concerns its
+    /// queue's scheduler only; a keyed group may have had tasks on every
+    /// queue, so every scheduler is told.
+    pub(crate) fn group_ended(&mut self, queue: usize, group: GroupId) {
+        if group.is_task_group() {
+            self.list[queue].sched.group_ended(group);
+        } else {
+            for st in &mut self.list {
+                st.sched.group_ended(group);
+            }
+        }
+    }
+}
+
 /// Maps queue keys to queue indices: a linear scan for a few queues (faster
 /// than hashing), a hash map beyond.
 pub(crate) struct KeyMap<K> {

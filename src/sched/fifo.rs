@@ -46,7 +46,7 @@ mod tests {
     #[test]
     fn pops_in_push_order() {
         let mut f = RunnableFifo::new();
-        let g = GroupId::new(0);
+        let g = GroupId::task(0);
         for i in 0..5 {
             f.push(TaskId::new(i, 0), g);
         }

@@ -12,12 +12,14 @@
 //! call per poll); a custom scheduler is called through a `Box<dyn Scheduler>`.
 
 pub(crate) mod fifo;
+pub(crate) mod las;
 
 use std::any::Any;
 use std::time::Duration;
 
 use crate::task::id::{GroupId, TaskId};
 pub use fifo::RunnableFifo;
+pub use las::Las;
 
 /// Orders the runnable tasks of one queue.
 ///
@@ -38,7 +40,10 @@ pub use fifo::RunnableFifo;
 ///   still holds the id it may drop it then, or return it from `pop` later:
 ///   the executor skips ids of ended tasks.
 /// * [`group_ended`](Scheduler::group_ended) is called once, when the last
-///   task of a group has ended (by finishing, abort or shutdown).
+///   task of a group has ended (by finishing, abort or shutdown): for a
+///   task's own group on its queue's scheduler, for a keyed group (see
+///   [`spawn_in_group`](crate::Executor::spawn_in_group)) on every queue's
+///   scheduler. After that the same [`GroupId`] may name a new group.
 /// * All calls happen on the executor's thread, never re-entrantly.
 ///
 /// What a scheduler must guarantee: never lose a task (every pushed id is
@@ -121,6 +126,7 @@ pub trait Scheduler: 'static {
 /// A queue's scheduler: built-ins by value (static dispatch), others boxed.
 pub(crate) enum QueueScheduler {
     Fifo(RunnableFifo),
+    Las(Las),
     Custom(Box<dyn Scheduler>),
 }
 
@@ -133,6 +139,11 @@ impl QueueScheduler {
                 return QueueScheduler::Fifo(f);
             }
         }
+        if let Some(l) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Las>>() {
+            if let Some(l) = l.take() {
+                return QueueScheduler::Las(l);
+            }
+        }
         match slot {
             Some(s) => QueueScheduler::Custom(Box::new(s)),
             None => QueueScheduler::Fifo(RunnableFifo::new()),
@@ -142,6 +153,7 @@ impl QueueScheduler {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             QueueScheduler::Fifo(_) => "RunnableFifo",
+            QueueScheduler::Las(_) => "Las",
             QueueScheduler::Custom(_) => "custom",
         }
     }
@@ -151,6 +163,7 @@ macro_rules! dispatch {
     ($self:ident, $s:ident => $e:expr) => {
         match $self {
             QueueScheduler::Fifo($s) => $e,
+            QueueScheduler::Las($s) => $e,
             QueueScheduler::Custom($s) => $e,
         }
     };

@@ -49,20 +49,52 @@ impl fmt::Display for TaskId {
 
 /// Identifies the group a task belongs to, as seen by a [`Scheduler`](crate::Scheduler).
 ///
-/// A task spawned without a group is a group of its own. Group ids are
-/// assigned by the executor and are never reused while the executor lives,
-/// so a scheduler may key per-group state by them and drop that state when it
-/// is told the group ended.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+/// A task spawned without a group is a group of its own (a *task group*); a
+/// task spawned with [`spawn_in_group`](crate::Executor::spawn_in_group)
+/// belongs to the *keyed group* of that key, created on its first task and
+/// ended with its last. Ids are dense: [`GroupId::index`] is a small integer,
+/// unique among the live groups of the same kind, so a scheduler may keep
+/// per-group state in a vector. An id may come back for a new group after the
+/// scheduler was told [`group_ended`](crate::Scheduler::group_ended).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupId(u64);
 
+const TASK_GROUP: u64 = 1 << 63;
+
 impl GroupId {
-    pub(crate) const fn new(raw: u64) -> Self {
-        Self(raw)
+    /// The own group of the task at slab index `index`.
+    pub(crate) const fn task(index: u32) -> Self {
+        Self(TASK_GROUP | index as u64)
     }
 
-    /// The id as an integer (unique within one executor).
+    /// The keyed group in registry slot `slot`.
+    pub(crate) const fn keyed(slot: u32) -> Self {
+        Self(slot as u64)
+    }
+
+    /// Whether this is a task's own group (spawned without a group key).
+    pub const fn is_task_group(self) -> bool {
+        self.0 & TASK_GROUP != 0
+    }
+
+    /// A dense index: the task's slab index for a task group, the registry
+    /// slot for a keyed group.
+    pub const fn index(self) -> usize {
+        (self.0 & !TASK_GROUP) as usize
+    }
+
+    /// The id as one integer (the kind in the top bit), e.g. for logs.
     pub const fn as_u64(self) -> u64 {
         self.0
+    }
+}
+
+impl fmt::Debug for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_task_group() {
+            write!(f, "GroupId(task {})", self.index())
+        } else {
+            write!(f, "GroupId(keyed {})", self.index())
+        }
     }
 }

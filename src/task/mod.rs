@@ -58,6 +58,7 @@
 //! `crate::waker`. The invariants are listed at the top of `raw.rs` and
 //! `slab.rs`.
 
+pub(crate) mod group;
 pub(crate) mod id;
 pub(crate) mod raw;
 pub(crate) mod slab;

@@ -131,14 +131,15 @@ impl TaskSlab {
         self.entries.len()
     }
 
-    /// Stores a new task, already SCHEDULED and with a join handle.
+    /// Stores a new task, already SCHEDULED and with a join handle, in
+    /// `group` (or a group of its own when `None`).
     pub(crate) fn insert<F>(
         &mut self,
         future: F,
         queue: usize,
-        group: GroupId,
+        group: Option<GroupId>,
         remote: &Arc<Remote>,
-    ) -> TaskId
+    ) -> (TaskId, GroupId)
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -150,6 +151,7 @@ impl TaskSlab {
         }
         let generation = self.cold[index].generation;
         let id = TaskId::new(index as u32, generation);
+        let group = group.unwrap_or(GroupId::task(index as u32));
         slot.insert(TaskEntry {
             task: OwnedTask::new(future, id, remote.clone()),
             generation,
@@ -157,7 +159,7 @@ impl TaskSlab {
             queue: queue as u16,
             group,
         });
-        id
+        (id, group)
     }
 
     pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
@@ -438,7 +440,7 @@ mod tests {
     fn generations_tell_reused_slots_apart() {
         let remote = Arc::new(Remote::default());
         let mut s = TaskSlab::new();
-        let a = s.insert(async {}, 0, GroupId::new(0), &remote);
+        let (a, _) = s.insert(async {}, 0, None, &remote);
         let e = s.join_drop(a);
         assert!(e.is_none());
         // Complete it by hand through the harness.
@@ -446,7 +448,7 @@ mod tests {
         assert!(matches!(poll_task(&cell, a, false, false), Polled::Done(_)));
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
-        let b = s.insert(async {}, 0, GroupId::new(1), &remote);
+        let (b, _) = s.insert(async {}, 0, None, &remote);
         assert_eq!(a.index(), b.index());
         assert_ne!(a, b);
         assert!(s.get(a).is_none());

@@ -1,0 +1,297 @@
+#![forbid(unsafe_code)]
+//! `Las`: least attained service first, by group.
+//!
+//! The runnable task whose group has received the least service in this
+//! queue runs next; ties go to the task that became runnable first. Short
+//! requests overtake long ones without anyone telling the executor which is
+//! which: a group's attained service is the sum of the measured durations of
+//! its tasks' polls in this queue.
+//!
+//! The structure, its cost and the starvation guard are documented on
+//! [`Las`].
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use super::Scheduler;
+use crate::task::id::{GroupId, TaskId};
+
+/// Least-attained-service scheduler (opt-in per queue; the default is
+/// [`RunnableFifo`](crate::RunnableFifo)): the runnable task whose group has
+/// received the least service in this queue runs next, ties in the order the
+/// tasks became runnable.
+///
+/// # Structure and cost
+///
+/// * A `BinaryHeap` of `(service at push, push sequence, task)`, min first.
+///   The key is computed when the task becomes runnable (its group's service
+///   at that moment) and never updated while it waits; the running task is
+///   charged after its poll, in O(1), so its next push sees the new total.
+///   Push and pop are O(log n). This is exact LAS on the keys (the key of a
+///   waiting task is stale by what its group's other tasks received since it
+///   was pushed; that only favours tasks already waiting).
+/// * Per-group service in two vectors indexed by the dense
+///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
+///   no hashing on the hot path; an entry is reset when the group ends.
+/// * Lazy deletion: a task forgotten while queued (aborted) or served by the
+///   starvation guard leaves its heap entry behind; it is skipped when it
+///   surfaces, recognised by a per-task sequence number.
+///
+/// # Starvation guard
+///
+/// LAS alone can starve a long group under a steady stream of new ones. With
+/// [`Las::max_wait`], a task that has waited longer than that, measured in
+/// this queue's service time (the time the queue ran while the task was
+/// waiting, so the guard needs no clock of its own), is served before
+/// anything else, oldest first. Off by default: LAS is opt-in for workloads
+/// whose tail it helps, and the guard trades some of that help for a bound.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use tourbillon::{Builder, Las, QueueSpec};
+///
+/// let las = Las::new().max_wait(Duration::from_millis(50));
+/// let ex = Builder::new()
+///     .queue_with("requests", QueueSpec::new(1).scheduler(las))
+///     .build()
+///     .unwrap();
+/// # drop(ex);
+/// ```
+#[derive(Debug, Default)]
+pub struct Las {
+    heap: BinaryHeap<Reverse<(u64, u64, TaskId)>>,
+    /// Service of tasks' own groups, by task slab index.
+    task_service: Vec<u64>,
+    /// Service of keyed groups, by registry slot.
+    group_service: Vec<u64>,
+    /// Sequence number of each queued task's live entry (0: not queued).
+    queued: Vec<u64>,
+    next_seq: u64,
+    len: usize,
+    /// Service this queue received so far: the guard's clock.
+    queue_time: u64,
+    guard: Option<Guard>,
+}
+
+#[derive(Debug, Default)]
+struct Guard {
+    max_wait_ns: u64,
+    /// (queue time at push, sequence, task), in push order.
+    arrivals: VecDeque<(u64, u64, TaskId)>,
+}
+
+impl Las {
+    /// A LAS scheduler without starvation guard.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves a task first once it has waited `max_wait` of this queue's
+    /// service time (see the starvation guard above).
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.guard = Some(Guard {
+            max_wait_ns: max_wait.as_nanos().min(u64::MAX as u128) as u64,
+            arrivals: VecDeque::new(),
+        });
+        self
+    }
+
+    /// Attained service of `group` in this queue.
+    pub fn service(&self, group: GroupId) -> Duration {
+        let table = if group.is_task_group() {
+            &self.task_service
+        } else {
+            &self.group_service
+        };
+        Duration::from_nanos(table.get(group.index()).copied().unwrap_or(0))
+    }
+
+    fn service_mut(&mut self, group: GroupId) -> &mut u64 {
+        let table = if group.is_task_group() {
+            &mut self.task_service
+        } else {
+            &mut self.group_service
+        };
+        let i = group.index();
+        if i >= table.len() {
+            table.resize(i + 1, 0);
+        }
+        &mut table[i]
+    }
+
+    /// Whether `(seq, task)` is the live entry of a queued task.
+    fn is_live(&self, seq: u64, task: TaskId) -> bool {
+        self.queued.get(task.index() as usize) == Some(&seq)
+    }
+
+    fn take(&mut self, task: TaskId) -> TaskId {
+        self.queued[task.index() as usize] = 0;
+        self.len -= 1;
+        task
+    }
+}
+
+impl Scheduler for Las {
+    fn push(&mut self, task: TaskId, group: GroupId) {
+        let key = *self.service_mut(group);
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let i = task.index() as usize;
+        if i >= self.queued.len() {
+            self.queued.resize(i + 1, 0);
+        }
+        debug_assert_eq!(self.queued[i], 0, "{task:?} pushed twice");
+        self.queued[i] = seq;
+        self.len += 1;
+        self.heap.push(Reverse((key, seq, task)));
+        if let Some(g) = &mut self.guard {
+            g.arrivals.push_back((self.queue_time, seq, task));
+        }
+    }
+
+    fn pop(&mut self) -> Option<TaskId> {
+        if let Some(g) = &self.guard {
+            let limit = g.max_wait_ns;
+            while let Some(&(at, seq, task)) = self.guard.as_ref().and_then(|g| g.arrivals.front())
+            {
+                if !self.is_live(seq, task) {
+                    self.guard.as_mut().map(|g| g.arrivals.pop_front());
+                    continue;
+                }
+                if self.queue_time - at > limit {
+                    self.guard.as_mut().map(|g| g.arrivals.pop_front());
+                    return Some(self.take(task));
+                }
+                break;
+            }
+        }
+        while let Some(Reverse((_, seq, task))) = self.heap.pop() {
+            if self.is_live(seq, task) {
+                return Some(self.take(task));
+            }
+        }
+        None
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn wants_timing(&self) -> bool {
+        true
+    }
+
+    fn polled(
+        &mut self,
+        _task: TaskId,
+        group: GroupId,
+        elapsed: Option<Duration>,
+        _finished: bool,
+    ) {
+        if let Some(d) = elapsed {
+            let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+            *self.service_mut(group) += ns;
+            self.queue_time += ns;
+        }
+    }
+
+    fn forget(&mut self, task: TaskId, _group: GroupId) {
+        let i = task.index() as usize;
+        if self.queued.get(i).is_some_and(|&s| s != 0) {
+            self.take(task);
+        }
+    }
+
+    fn group_ended(&mut self, group: GroupId) {
+        let table = if group.is_task_group() {
+            &mut self.task_service
+        } else {
+            &mut self.group_service
+        };
+        if let Some(s) = table.get_mut(group.index()) {
+            *s = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(i: u32) -> TaskId {
+        TaskId::new(i, 0)
+    }
+    fn ms(n: u64) -> Option<Duration> {
+        Some(Duration::from_millis(n))
+    }
+
+    #[test]
+    fn least_attained_service_first_ties_fifo() {
+        let mut s = Las::new();
+        let (a, b, c) = (GroupId::task(0), GroupId::task(1), GroupId::task(2));
+        // a has 5 ms of service, b 1 ms, c none.
+        s.polled(t(0), a, ms(5), false);
+        s.polled(t(1), b, ms(1), false);
+        s.push(t(0), a);
+        s.push(t(1), b);
+        s.push(t(2), c);
+        s.push(t(3), GroupId::task(3));
+        assert_eq!(s.len(), 4);
+        let order: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|x| x.index()).collect();
+        // c and the fresh task 3 (0 ms) in push order, then b, then a.
+        assert_eq!(order, vec![2, 3, 1, 0]);
+        assert_eq!(s.len(), 0);
+    }
+
+    #[test]
+    fn group_service_adds_up_and_resets_when_the_group_ends() {
+        let mut s = Las::new();
+        let g = GroupId::keyed(4);
+        s.polled(t(0), g, ms(2), true);
+        s.polled(t(1), g, ms(3), false);
+        assert_eq!(s.service(g), Duration::from_millis(5));
+        // A new task of the heavy group waits behind a fresh task.
+        s.push(t(2), g);
+        s.push(t(3), GroupId::task(3));
+        assert_eq!(s.pop(), Some(t(3)));
+        assert_eq!(s.pop(), Some(t(2)));
+        s.group_ended(g);
+        assert_eq!(s.service(g), Duration::ZERO);
+    }
+
+    #[test]
+    fn forgotten_tasks_are_skipped() {
+        let mut s = Las::new();
+        s.push(t(0), GroupId::task(0));
+        s.push(t(1), GroupId::task(1));
+        s.forget(t(0), GroupId::task(0));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.pop(), Some(t(1)));
+        assert_eq!(s.pop(), None);
+        // The slot is reused by a new task: its old heap entry stays dead.
+        s.push(TaskId::new(0, 1), GroupId::task(0));
+        assert_eq!(s.pop(), Some(TaskId::new(0, 1)));
+        assert_eq!(s.pop(), None);
+    }
+
+    #[test]
+    fn guard_serves_the_oldest_after_max_wait() {
+        let mut s = Las::new().max_wait(Duration::from_millis(10));
+        let fat = GroupId::task(0);
+        s.polled(t(0), fat, ms(100), false);
+        s.push(t(0), fat); // waits from queue time 100 ms
+                           // A stream of thin tasks, each polled for 3 ms.
+        let mut served = Vec::new();
+        for i in 1..=6 {
+            s.push(t(i), GroupId::task(i));
+            let next = s.pop().unwrap();
+            served.push(next.index());
+            s.polled(next, GroupId::task(next.index()), ms(3), true);
+        }
+        // After 4 thin polls (12 ms > 10 ms of waiting) the fat task goes first.
+        assert_eq!(served, vec![1, 2, 3, 4, 0, 5]);
+    }
+}
