@@ -28,18 +28,53 @@ pub trait Clock: 'static {
     }
 }
 
-/// The real clock: [`Instant`], relative to when it was created.
-#[derive(Debug, Clone, Copy)]
+/// The real clock: the cheapest monotonic clock of the machine.
+///
+/// On x86_64 Linux with an invariant TSC (the kernel's `constant_tsc` and
+/// `nonstop_tsc` flags) it reads the time-stamp counter, calibrated once per
+/// process against [`Instant`] (about 10 ns a read here, against 25 to
+/// 70 ns for `Instant::now()`); elsewhere it reads [`Instant`]. Either way
+/// it never goes back. [`SystemClock::source`] says which is used.
+#[derive(Debug, Clone)]
 pub struct SystemClock {
     origin: Instant,
+    #[cfg(target_arch = "x86_64")]
+    tsc: Option<super::tsc::Calibration>,
+    #[cfg(target_arch = "x86_64")]
+    last: std::cell::Cell<u64>,
 }
 
 impl SystemClock {
-    /// A clock whose origin is now.
+    /// A clock whose origin is now. The first clock of a process that uses
+    /// the TSC calibrates it (a 2 ms measurement).
     pub fn new() -> Self {
         Self {
             origin: Instant::now(),
+            #[cfg(target_arch = "x86_64")]
+            tsc: super::tsc::calibration(),
+            #[cfg(target_arch = "x86_64")]
+            last: std::cell::Cell::new(0),
         }
+    }
+
+    /// A clock that reads [`Instant`] whatever the machine offers.
+    pub fn instant() -> Self {
+        Self {
+            origin: Instant::now(),
+            #[cfg(target_arch = "x86_64")]
+            tsc: None,
+            #[cfg(target_arch = "x86_64")]
+            last: std::cell::Cell::new(0),
+        }
+    }
+
+    /// `"tsc"` or `"instant"`: the source this clock reads.
+    pub fn source(&self) -> &'static str {
+        #[cfg(target_arch = "x86_64")]
+        if self.tsc.is_some() {
+            return "tsc";
+        }
+        "instant"
     }
 }
 
@@ -50,7 +85,15 @@ impl Default for SystemClock {
 }
 
 impl Clock for SystemClock {
+    #[inline]
     fn now_ns(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(cal) = &self.tsc {
+            // Monotonic guard against a small skew after a core migration.
+            let now = cal.now_ns().max(self.last.get());
+            self.last.set(now);
+            return now;
+        }
         self.origin.elapsed().as_nanos() as u64
     }
 }
