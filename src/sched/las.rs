@@ -24,13 +24,18 @@ use crate::task::id::{GroupId, TaskId};
 ///
 /// # Structure and cost
 ///
-/// * A `BinaryHeap` of `(service at push, push sequence, task)`, min first.
+/// * Exact ([`Las::new`]): a `BinaryHeap` of `(service at push, push
+///   sequence, task)`, min first.
 ///   The key is computed when the task becomes runnable (its group's service
 ///   at that moment) and never updated while it waits; the running task is
 ///   charged after its poll, in O(1), so its next push sees the new total.
 ///   Push and pop are O(log n). This is exact LAS on the keys (the key of a
 ///   waiting task is stale by what its group's other tasks received since it
 ///   was pushed; that only favours tasks already waiting).
+/// * Quantized ([`Las::quantized`]): the key is a level of attained service
+///   (log2 steps above `q0`); one FIFO per level and a `BinaryHeap` of the
+///   non-empty levels, so push and pop cost O(1) plus a heap of at most
+///   `levels` entries.
 /// * Per-group service in two vectors indexed by the dense
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
@@ -62,7 +67,7 @@ use crate::task::id::{GroupId, TaskId};
 /// ```
 #[derive(Debug, Default)]
 pub struct Las {
-    heap: BinaryHeap<Reverse<(u64, u64, TaskId)>>,
+    order: Order,
     /// Service of tasks' own groups, by task slab index.
     task_service: Vec<u64>,
     /// Service of keyed groups, by registry slot.
@@ -76,6 +81,35 @@ pub struct Las {
     guard: Option<Guard>,
 }
 
+/// The ordering structure: exact keys, or keys quantized to levels.
+#[derive(Debug)]
+enum Order {
+    /// `(service at push, sequence, task)`, least first.
+    Exact(BinaryHeap<Reverse<(u64, u64, TaskId)>>),
+    /// One FIFO per level and a heap of the non-empty levels.
+    Levels {
+        q0_ns: u64,
+        fifos: Vec<VecDeque<(u64, TaskId)>>,
+        nonempty: BinaryHeap<Reverse<u8>>,
+    },
+}
+
+impl Default for Order {
+    fn default() -> Self {
+        Order::Exact(BinaryHeap::new())
+    }
+}
+
+/// The level of attained service `a`: 0 below `q0`, then one level per
+/// doubling (`1 + floor(log2(a / q0))`), capped at `levels - 1`.
+fn level(a: u64, q0: u64, levels: usize) -> usize {
+    if a < q0 {
+        0
+    } else {
+        (1 + (a / q0).ilog2() as usize).min(levels - 1)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Guard {
     max_wait_ns: u64,
@@ -84,9 +118,36 @@ struct Guard {
 }
 
 impl Las {
-    /// A LAS scheduler without starvation guard.
+    /// A LAS scheduler with exact keys (service in ns), without
+    /// starvation guard.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A LAS scheduler whose keys are quantized to `levels` levels of
+    /// attained service: level 0 below `q0`, then one level per doubling
+    /// (`1 + floor(log2(a / q0))`), FIFO within a level. Push and pop are
+    /// O(1) plus a heap of at most `levels` entries; tasks of similar
+    /// service run in FIFO order. `q0 = 100 us, levels = 16` is the
+    /// reference model's QLAS (levels up to about 3.3 s of service).
+    ///
+    /// # Panics
+    /// If `q0` is zero or `levels` is not in `2..=64`.
+    pub fn quantized(q0: Duration, levels: u8) -> Self {
+        let q0_ns = q0.as_nanos().min(u64::MAX as u128) as u64;
+        assert!(q0_ns > 0, "Las::quantized: q0 must be positive");
+        assert!(
+            (2..=64).contains(&levels),
+            "Las::quantized: levels must be in 2..=64"
+        );
+        Self {
+            order: Order::Levels {
+                q0_ns,
+                fifos: (0..levels).map(|_| VecDeque::new()).collect(),
+                nonempty: BinaryHeap::new(),
+            },
+            ..Self::default()
+        }
     }
 
     /// Serves a task first once it has waited `max_wait` of this queue's
@@ -146,7 +207,20 @@ impl Scheduler for Las {
         debug_assert_eq!(self.queued[i], 0, "{task:?} pushed twice");
         self.queued[i] = seq;
         self.len += 1;
-        self.heap.push(Reverse((key, seq, task)));
+        match &mut self.order {
+            Order::Exact(heap) => heap.push(Reverse((key, seq, task))),
+            Order::Levels {
+                q0_ns,
+                fifos,
+                nonempty,
+            } => {
+                let l = level(key, *q0_ns, fifos.len());
+                if fifos[l].is_empty() {
+                    nonempty.push(Reverse(l as u8));
+                }
+                fifos[l].push_back((seq, task));
+            }
+        }
         if let Some(g) = &mut self.guard {
             g.arrivals.push_back((self.queue_time, seq, task));
         }
@@ -168,12 +242,28 @@ impl Scheduler for Las {
                 break;
             }
         }
-        while let Some(Reverse((_, seq, task))) = self.heap.pop() {
+        loop {
+            let (seq, task) = match &mut self.order {
+                Order::Exact(heap) => {
+                    let Reverse((_, seq, task)) = heap.pop()?;
+                    (seq, task)
+                }
+                Order::Levels {
+                    fifos, nonempty, ..
+                } => {
+                    let &Reverse(l) = nonempty.peek()?;
+                    let fifo = &mut fifos[l as usize];
+                    let entry = fifo.pop_front().expect("a non-empty level");
+                    if fifo.is_empty() {
+                        nonempty.pop();
+                    }
+                    entry
+                }
+            };
             if self.is_live(seq, task) {
                 return Some(self.take(task));
             }
         }
-        None
     }
 
     fn len(&self) -> usize {
@@ -260,6 +350,32 @@ mod tests {
         assert_eq!(s.pop(), Some(t(2)));
         s.group_ended(g);
         assert_eq!(s.service(g), Duration::ZERO);
+    }
+
+    #[test]
+    fn quantized_levels_are_fifo_inside_and_ordered_across() {
+        assert_eq!(level(0, 100, 16), 0);
+        assert_eq!(level(99, 100, 16), 0);
+        assert_eq!(level(100, 100, 16), 1);
+        assert_eq!(level(399, 100, 16), 2);
+        assert_eq!(level(400, 100, 16), 3);
+        assert_eq!(level(u64::MAX, 100, 16), 15);
+        let mut s = Las::quantized(Duration::from_micros(100), 16);
+        // Tasks 0 and 1 at level 0 (50 us, 0 us), task 2 at level 1 (150 us),
+        // task 3 at level 3 (450 us).
+        let us = |n| Some(Duration::from_micros(n));
+        s.polled(t(0), GroupId::task(0), us(50), false);
+        s.polled(t(2), GroupId::task(2), us(150), false);
+        s.polled(t(3), GroupId::task(3), us(450), false);
+        for i in [3, 2, 0, 1] {
+            s.push(t(i), GroupId::task(i));
+        }
+        s.forget(t(2), GroupId::task(2));
+        let order: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|x| x.index()).collect();
+        // Level 0 in push order (0 before 1 although 0 has more service),
+        // then level 3; the forgotten task is skipped.
+        assert_eq!(order, vec![0, 1, 3]);
+        assert_eq!(s.len(), 0);
     }
 
     #[test]
