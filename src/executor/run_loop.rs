@@ -147,7 +147,12 @@ impl Core {
             qs.list[q].timing
         };
         bump(&self.counters.runs);
-        let precise = self.cheap_clock || timing;
+        // Exact slice ends (a clock read and an EEVDF charge after every
+        // poll) only with a cheap clock; a timing scheduler on a real clock
+        // gets its per-poll durations from one clock read per poll, while
+        // the EEVDF charge stays amortised.
+        let precise = self.cheap_clock;
+        let mut poll_start = self.run.last_ns.get();
         let r = &self.run;
         r.queue.set(Some(q));
         r.run_start_ns.set(r.last_ns.get());
@@ -164,9 +169,11 @@ impl Core {
         loop {
             let next = self.queues.borrow_mut().list[q].sched.pop();
             let Some(id) = next else { break };
-            // In timing mode the clock was read at the end of the previous
-            // poll: that reading is this poll's start (one read per poll).
-            let poll_start = r.last_ns.get();
+            if precise {
+                // The clock was read at the end of the previous poll: that
+                // reading is this poll's start.
+                poll_start = r.last_ns.get();
+            }
             let polled = poll_task(&self.tasks, id, propagate, defer_yields);
             if let Polled::Stale = polled {
                 continue;
@@ -175,18 +182,25 @@ impl Core {
             r.polls_left.set(r.polls_left.get() - 1);
             r.polls_since_check.set(r.polls_since_check.get() + 1);
             let countdown = r.countdown.get();
-            let delta = if precise || countdown <= 1 {
-                Some(self.checkpoint(q))
+            if precise || countdown <= 1 {
+                self.checkpoint(q);
             } else {
                 r.countdown.set(countdown - 1);
-                None
-            };
+            }
             // The whole poll, even if `should_yield` charged part of it
-            // from inside the poll.
-            let elapsed = if timing {
-                delta.map(|_| Duration::from_nanos(r.last_ns.get().saturating_sub(poll_start)))
-            } else {
+            // from inside the poll: one clock read per poll, shared with the
+            // next poll's start.
+            let elapsed = if !timing {
                 None
+            } else if precise {
+                Some(Duration::from_nanos(
+                    r.last_ns.get().saturating_sub(poll_start),
+                ))
+            } else {
+                let now = self.clock.now_ns();
+                let d = now.saturating_sub(poll_start);
+                poll_start = now;
+                Some(Duration::from_nanos(d))
             };
             match polled {
                 Polled::Pending { group, next } => {
