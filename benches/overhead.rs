@@ -12,10 +12,17 @@
 //! * `tourbillon nested`: the same, nested in a tokio `current_thread`
 //!   runtime through `run_until` (yields wait for tokio's driver turn);
 //! * `tourbillon 4 queues`: standalone, 4 queues with shares 1:2:3:4 sharing
-//!   the 50,000 tasks round-robin.
+//!   the 50,000 tasks round-robin;
+//! * `tourbillon Las 1 queue`: standalone, one queue with the `Las`
+//!   scheduler (every task its own group; `Las` times every poll, so this
+//!   series adds one clock read per poll and a heap push/pop per wake to
+//!   `tourbillon 1 queue`);
+//! * `tourbillon Las quantized 1 queue`: the same with
+//!   `Las::quantized(100 us, 16)` (FIFO per level of attained service).
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
-//! medians to tokio `LocalSet` (and of 4 queues to 1 queue). The process pins
+//! medians to tokio `LocalSet` (and of 4 queues to 1 queue, and of each
+//! `Las` to `RunnableFifo` on one queue). The process pins
 //! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
 //!
 //! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin]`.
@@ -82,9 +89,29 @@ async fn tourbillon_workload(ex: &tourbillon::Executor<u8>, queues: u8, tasks: u
 }
 
 fn executor(queues: u8) -> tourbillon::Executor<u8> {
+    build(queues, Sched::Fifo)
+}
+
+#[derive(Clone, Copy)]
+enum Sched {
+    Fifo,
+    Las,
+    LasQuantized,
+}
+
+/// `queues` queues with shares 1, 2, ... and the scheduler `sched`.
+fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
     let mut b = tourbillon::Builder::new();
     for q in 0..queues {
-        b = b.queue(q, q as u32 + 1);
+        let spec = tourbillon::QueueSpec::new(q as u32 + 1);
+        b = match sched {
+            Sched::Fifo => b.queue(q, q as u32 + 1),
+            Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::Las::new())),
+            Sched::LasQuantized => b.queue_with(
+                q,
+                spec.scheduler(tourbillon::Las::quantized(Duration::from_micros(100), 16)),
+            ),
+        };
     }
     b.build().unwrap()
 }
@@ -92,6 +119,11 @@ fn executor(queues: u8) -> tourbillon::Executor<u8> {
 fn tourbillon_standalone(queues: u8, tasks: usize) -> Duration {
     let ex = executor(queues);
     ex.block_on(tourbillon_workload(&ex, queues, tasks))
+}
+
+fn tourbillon_las(sched: Sched, tasks: usize) -> Duration {
+    let ex = build(1, sched);
+    ex.block_on(tourbillon_workload(&ex, 1, tasks))
 }
 
 fn tourbillon_nested(tasks: usize) -> Duration {
@@ -164,6 +196,16 @@ fn main() {
             run: Box::new(|n| tourbillon_standalone(4, n)),
             samples: vec![],
         },
+        Series {
+            name: "tourbillon Las 1 queue",
+            run: Box::new(|n| tourbillon_las(Sched::Las, n)),
+            samples: vec![],
+        },
+        Series {
+            name: "tourbillon Las quantized 1 queue",
+            run: Box::new(|n| tourbillon_las(Sched::LasQuantized, n)),
+            samples: vec![],
+        },
     ];
     println!(
         "workload: {WARMUP} warm-up tasks, then {tasks} tasks x {YIELDS} yields (spawn all, await all); \
@@ -199,6 +241,16 @@ fn main() {
         );
     }
     let four = median(&series[3].samples);
+    let las = median(&series[4].samples);
+    let quantized = median(&series[5].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
+    println!(
+        "Las / RunnableFifo (medians, 1 queue): {:.3}",
+        las / one_queue
+    );
+    println!(
+        "Las quantized / RunnableFifo (medians, 1 queue): {:.3}",
+        quantized / one_queue
+    );
 }

@@ -1,0 +1,722 @@
+//! Tail latency under open-loop load on the real clock: `RunnableFifo`
+//! against `Las`, with tokio's `LocalSet` as the reference.
+//!
+//! # Workloads
+//!
+//! The shapes of `scheduling.md` section 7.4 (and of its reference model,
+//! `lasmodel.py`): Poisson arrivals at the rate that gives load `rho`; each
+//! task is `k` CPU segments (one poll each) of busy-spinning on `Instant`
+//! for the scripted time; between two segments it either yields
+//! (`yield_now().await`, workloads without I/O) or sleeps for the scripted
+//! time (B-io, D). A task completes at the end of its last segment;
+//! latency = completion - scripted arrival.
+//!
+//! * `A`: 90% thin tasks of 1-3 segments, 10% fat of 20-40; 50-150 us per
+//!   segment; no sleep (a high-variance mix: where LAS should help);
+//! * `B-io`: clockworker's `tail` shape: 99% thin of 1-4 segments, 1% fat of
+//!   5-9; 100-500 us CPU then 100-1000 us sleep per segment (low variance:
+//!   where the model says LAS is *worse* for thin tasks);
+//! * `C`, `D` (not run by default; `--case C:0.8:50000`).
+//!
+//! Default cases: A at rho 0.8 (20,000 tasks), B-io at 0.62 and at 0.85
+//! (8,000 tasks each); about 90 s in all. Each case is one script (seeded
+//! splitmix64, `--seed`, default 7), replayed on every system one after the
+//! other in one process pinned to CPU 1 (`taskset`, as `overhead` does).
+//!
+//! Systems: `tourbillon RunnableFifo` and `tourbillon Las` (one queue,
+//! standalone `block_on`, every task its own group), `tokio LocalSet`
+//! (`current_thread` runtime, `spawn_local`, `tokio::task::yield_now`),
+//! optionally `tourbillon Las+guard` (`--guard-ms N`: `Las::max_wait`) and
+//! `tourbillon Las::quantized(100 us, 16)` (`--quantized`, with a model
+//! row for the quantized policy).
+//! Above them, two rows `model FIFO` / `model LAS` replay the *same script*
+//! in virtual time with no overhead (the algorithm of `lasmodel.py`), to
+//! show how close each executor comes to its ideal policy.
+//!
+//! # Arrivals and timers: why a spin-checked "pump"
+//!
+//! The arrival generator is the main future of each system (polled while
+//! the executor is idle, spinning: it re-wakes itself). But a main future
+//! is polled only between turns (tokio's `LocalSet`: every 61 polls, i.e.
+//! up to ~6 ms here; tourbillon: every 61 polls or 500 us), which would
+//! batch arrivals differently per system. So the generator's step, `pump`,
+//! is also called by every task at the end of each CPU segment, like an
+//! interrupt that becomes visible at the next poll boundary: every system
+//! sees arrivals and timer expiries with the same precision (one segment,
+//! the granularity at which a cooperative executor can act anyway), in the
+//! same order as the model (events merged by time, spawned or woken before
+//! the task that just ran yields). The spawn delay (spawn instant - scripted
+//! arrival) is reported (`spawn late p99 / max`), and it counts in the
+//! latency.
+//!
+//! Reading the tokio row: tokio's `yield_now` defers the yielding task's
+//! wake to the end of the `LocalSet` tick (up to 61 polls), while tasks
+//! spawned meanwhile are queued at once; so newcomers pass tasks that
+//! yielded, a mild bias towards new (thin) tasks that FIFO does not have.
+//!
+//! Sleeps use the same pump (a binary heap of deadlines, fired in deadline
+//! order) rather than `tokio::time::sleep`: tokio's timer wheel has 1 ms
+//! resolution, which would round the scripted 100-1000 us sleeps up to
+//! 1-2 ms and change the workload; and its expiries would again be seen at
+//! each system's own driver cadence.
+//!
+//! Usage: `cargo bench --bench tail [-- --case NAME:RHO:N ... --seed S
+//! --scale F --guard-ms M --quantized --no-pin]`.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- script --
+
+/// splitmix64 (Steele, Lea, Flood 2014): small, seedable, good enough here.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn uniform(&mut self, (lo, hi): (f64, f64)) -> f64 {
+        lo + (hi - lo) * self.f64()
+    }
+    /// Uniform integer in [lo, hi].
+    fn int(&mut self, (lo, hi): (u32, u32)) -> u32 {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as u32
+    }
+    fn exp(&mut self, rate: f64) -> f64 {
+        -(1.0 - self.f64()).ln() / rate
+    }
+}
+
+struct Workload {
+    name: &'static str,
+    thin_frac: f64,
+    thin_k: (u32, u32),
+    fat_k: (u32, u32),
+    cpu_us: (f64, f64),
+    io_us: (f64, f64),
+}
+
+const WORKLOADS: [Workload; 4] = [
+    Workload {
+        name: "A",
+        thin_frac: 0.90,
+        thin_k: (1, 3),
+        fat_k: (20, 40),
+        cpu_us: (50.0, 150.0),
+        io_us: (0.0, 0.0),
+    },
+    Workload {
+        name: "B-io",
+        thin_frac: 0.99,
+        thin_k: (1, 4),
+        fat_k: (5, 9),
+        cpu_us: (100.0, 500.0),
+        io_us: (100.0, 1000.0),
+    },
+    Workload {
+        name: "C",
+        thin_frac: 0.99,
+        thin_k: (1, 1),
+        fat_k: (100, 100),
+        cpu_us: (10.0, 10.0),
+        io_us: (0.0, 0.0),
+    },
+    Workload {
+        name: "D",
+        thin_frac: 0.95,
+        thin_k: (1, 1),
+        fat_k: (50, 50),
+        cpu_us: (20.0, 80.0),
+        io_us: (50.0, 200.0),
+    },
+];
+
+struct TaskSpec {
+    /// Scripted arrival, ns after the run's start.
+    arrival: u64,
+    thin: bool,
+    /// (CPU ns, sleep ns after it) per segment; the last sleep is unused.
+    segs: Vec<(u64, u64)>,
+}
+
+struct Case {
+    w: &'static Workload,
+    rho: f64,
+    tasks: Vec<TaskSpec>,
+}
+
+impl Case {
+    /// The script, generated as `lasmodel.py::gen` does (with our RNG).
+    fn generate(w: &'static Workload, rho: f64, n: usize, seed: u64) -> Case {
+        let mean = |(a, b): (u32, u32)| (a + b) as f64 / 2.0;
+        let mean_k = w.thin_frac * mean(w.thin_k) + (1.0 - w.thin_frac) * mean(w.fat_k);
+        let rate_per_ns = rho / (mean_k * (w.cpu_us.0 + w.cpu_us.1) / 2.0 * 1e3);
+        let mut rng = Rng(seed);
+        let mut t = 0.0;
+        let tasks = (0..n)
+            .map(|_| {
+                t += rng.exp(rate_per_ns);
+                let thin = rng.f64() < w.thin_frac;
+                let k = rng.int(if thin { w.thin_k } else { w.fat_k });
+                let segs = (0..k)
+                    .map(|_| {
+                        let cpu = rng.uniform(w.cpu_us) * 1e3;
+                        let io = rng.uniform(w.io_us) * 1e3;
+                        (cpu as u64, io as u64)
+                    })
+                    .collect();
+                TaskSpec {
+                    // Start 2 ms in, so the first arrival is not already late.
+                    arrival: 2_000_000 + t as u64,
+                    thin,
+                    segs,
+                }
+            })
+            .collect();
+        Case { w, rho, tasks }
+    }
+
+    fn offered_per_s(&self) -> f64 {
+        let span = self.tasks.last().unwrap().arrival - self.tasks[0].arrival;
+        (self.tasks.len() - 1) as f64 / (span as f64 / 1e9)
+    }
+}
+
+// ----------------------------------------------------------------- model --
+
+#[derive(Clone, Copy, PartialEq)]
+enum Policy {
+    Fifo,
+    /// Exact LAS.
+    Las,
+    /// LAS by levels: 0 below 100 us, then log2 steps, 16 levels.
+    Qlas,
+}
+
+const Q0_NS: u64 = 100_000;
+
+/// Virtual-time replay of the script (`lasmodel.py::simulate`, every task
+/// its own group): completion ns per task.
+fn model(tasks: &[TaskSpec], policy: Policy) -> Vec<u64> {
+    let n = tasks.len();
+    let mut ev: BinaryHeap<Reverse<(u64, u64, usize)>> = tasks
+        .iter()
+        .enumerate()
+        .map(|(j, t)| Reverse((t.arrival, j as u64, j)))
+        .collect();
+    let mut seq = n as u64;
+    let (mut att, mut idx, mut done) = (vec![0u64; n], vec![0usize; n], vec![0u64; n]);
+    let mut fifo = VecDeque::new();
+    let mut heap = BinaryHeap::new();
+    let mut levels: Vec<VecDeque<usize>> = (0..16).map(|_| VecDeque::new()).collect();
+    let level = |a: u64| {
+        if a < Q0_NS {
+            0
+        } else {
+            (1 + (a / Q0_NS).ilog2() as usize).min(15)
+        }
+    };
+    let mut now = 0u64;
+    loop {
+        while let Some(&Reverse((t, _, j))) = ev.peek() {
+            if t > now {
+                break;
+            }
+            ev.pop();
+            match policy {
+                Policy::Fifo => fifo.push_back(j),
+                Policy::Las => {
+                    heap.push(Reverse((att[j], seq, j)));
+                    seq += 1;
+                }
+                Policy::Qlas => levels[level(att[j])].push_back(j),
+            }
+        }
+        let next = match policy {
+            Policy::Fifo => fifo.pop_front(),
+            Policy::Las => heap.pop().map(|Reverse((_, _, j))| j),
+            Policy::Qlas => levels.iter_mut().find_map(|l| l.pop_front()),
+        };
+        let Some(j) = next else {
+            match ev.peek() {
+                Some(&Reverse((t, _, _))) => {
+                    now = t;
+                    continue;
+                }
+                None => break,
+            }
+        };
+        let (c, s) = tasks[j].segs[idx[j]];
+        now += c;
+        att[j] += c;
+        idx[j] += 1;
+        if idx[j] == tasks[j].segs.len() {
+            done[j] = now;
+        } else {
+            ev.push(Reverse((now + s, seq, j)));
+            seq += 1;
+        }
+    }
+    done
+}
+
+// ------------------------------------------------------------------- run --
+
+/// One replay of a script on one system: the shared state of the generator,
+/// the timer heap and the tasks.
+struct Run {
+    script: Rc<Case>,
+    t0: Instant,
+    /// Next arrival to spawn.
+    next: Cell<usize>,
+    /// Sleeping tasks: (deadline ns, task), earliest first.
+    timers: RefCell<BinaryHeap<Reverse<(u64, usize)>>>,
+    /// The waker of each sleeping task; `None` once its timer fired.
+    wakers: RefCell<Vec<Option<Waker>>>,
+    /// Spawns task `j` on the system under test.
+    spawn: Box<dyn Fn(Rc<Run>, usize)>,
+    spawned: RefCell<Vec<u64>>,
+    done: RefCell<Vec<u64>>,
+    completed: Cell<usize>,
+}
+
+impl Run {
+    fn new(script: Rc<Case>, spawn: Box<dyn Fn(Rc<Run>, usize)>) -> Rc<Run> {
+        let n = script.tasks.len();
+        Rc::new(Run {
+            script,
+            t0: Instant::now(),
+            next: Cell::new(0),
+            timers: RefCell::new(BinaryHeap::new()),
+            wakers: RefCell::new((0..n).map(|_| None).collect()),
+            spawn,
+            spawned: RefCell::new(vec![0; n]),
+            done: RefCell::new(vec![0; n]),
+            completed: Cell::new(0),
+        })
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.t0).as_nanos() as u64
+    }
+
+    /// Spawns the arrivals and fires the timers due at `now`, merged in time
+    /// order (arrivals first on a tie), as the model does.
+    fn pump(self: &Rc<Self>, now: Instant) {
+        let now = self.ns(now);
+        let tasks = &self.script.tasks;
+        loop {
+            let j = self.next.get();
+            let arrival = tasks.get(j).map(|t| t.arrival).filter(|&t| t <= now);
+            let timer = self
+                .timers
+                .borrow()
+                .peek()
+                .map(|&Reverse(e)| e)
+                .filter(|&(d, _)| d <= now);
+            match (arrival, timer) {
+                (Some(a), t) if t.is_none_or(|(d, _)| a <= d) => {
+                    self.next.set(j + 1);
+                    self.spawned.borrow_mut()[j] = now;
+                    (self.spawn)(self.clone(), j);
+                }
+                (_, Some((_, k))) => {
+                    self.timers.borrow_mut().pop();
+                    let w = self.wakers.borrow_mut()[k].take();
+                    if let Some(w) = w {
+                        w.wake();
+                    }
+                }
+                (None, None) => break,
+                (Some(_), None) => unreachable!("handled by the first arm"),
+            }
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.completed.get() == self.script.tasks.len()
+    }
+
+    /// The generator: pumps, spinning (it re-wakes itself), until every task
+    /// has completed.
+    async fn generate(self: Rc<Self>) {
+        poll_fn(|cx| {
+            self.pump(Instant::now());
+            if self.finished() {
+                Poll::Ready(())
+            } else {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// Sleeps until `deadline` (ns after `t0`), woken by `Run::pump`.
+struct Sleep<'a> {
+    run: &'a Run,
+    task: usize,
+    deadline: u64,
+    armed: bool,
+}
+
+impl Future for Sleep<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let run = self.run;
+        let mut wakers = run.wakers.borrow_mut();
+        if !self.armed {
+            wakers[self.task] = Some(cx.waker().clone());
+            run.timers
+                .borrow_mut()
+                .push(Reverse((self.deadline, self.task)));
+            self.armed = true;
+            return Poll::Pending;
+        }
+        match &mut wakers[self.task] {
+            None => Poll::Ready(()),
+            Some(w) => {
+                w.clone_from(cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Busy-spins `ns` from now; returns the instant it ended.
+fn spin(ns: u64) -> Instant {
+    let start = Instant::now();
+    let end = start + Duration::from_nanos(ns);
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return now;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Task `j` of the script: its segments, with the system's `yield_now`.
+async fn task<Y, F>(run: Rc<Run>, j: usize, yield_now: Y)
+where
+    Y: Fn() -> F,
+    F: Future<Output = ()>,
+{
+    let segs = &run.script.tasks[j].segs;
+    for (s, &(cpu, io)) in segs.iter().enumerate() {
+        let end = spin(cpu);
+        if s + 1 == segs.len() {
+            run.done.borrow_mut()[j] = run.ns(end);
+            run.completed.set(run.completed.get() + 1);
+            run.pump(end);
+            return;
+        }
+        run.pump(end);
+        if io > 0 {
+            Sleep {
+                run: &run,
+                task: j,
+                deadline: run.ns(end) + io,
+                armed: false,
+            }
+            .await;
+        } else {
+            yield_now().await;
+        }
+    }
+}
+
+// --------------------------------------------------------------- systems --
+
+#[derive(Clone, Copy)]
+enum System {
+    Fifo,
+    Las,
+    LasGuard(Duration),
+    LasQuantized,
+    Tokio,
+}
+
+impl System {
+    fn name(self) -> String {
+        match self {
+            System::Fifo => "tourbillon RunnableFifo".into(),
+            System::Las => "tourbillon Las".into(),
+            System::LasGuard(d) => format!("tourbillon Las+guard {} ms", d.as_millis()),
+            System::LasQuantized => "tourbillon Las::quantized(100 us, 16)".into(),
+            System::Tokio => "tokio LocalSet".into(),
+        }
+    }
+
+    /// Replays `case` on this system; returns (spawned, done) ns per task.
+    fn replay(self, case: &Rc<Case>) -> (Vec<u64>, Vec<u64>) {
+        let run = match self {
+            System::Tokio => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                let local = tokio::task::LocalSet::new();
+                let run = Run::new(
+                    case.clone(),
+                    Box::new(|run, j| {
+                        drop(tokio::task::spawn_local(task(
+                            run,
+                            j,
+                            tokio::task::yield_now,
+                        )))
+                    }),
+                );
+                local.block_on(&rt, run.clone().generate());
+                run
+            }
+            _ => {
+                let spec = tourbillon::QueueSpec::new(1);
+                let spec = match self {
+                    System::Las => spec.scheduler(tourbillon::Las::new()),
+                    System::LasGuard(d) => spec.scheduler(tourbillon::Las::new().max_wait(d)),
+                    System::LasQuantized => {
+                        spec.scheduler(tourbillon::Las::quantized(Duration::from_nanos(Q0_NS), 16))
+                    }
+                    _ => spec,
+                };
+                let ex = tourbillon::Builder::new()
+                    .queue_with((), spec)
+                    .build()
+                    .unwrap();
+                let q = ex.queue(()).unwrap();
+                let run = Run::new(
+                    case.clone(),
+                    Box::new(move |run, j| {
+                        drop(q.spawn(task(run, j, tourbillon::yield_now)).unwrap())
+                    }),
+                );
+                ex.block_on(run.clone().generate());
+                drop(ex);
+                run
+            }
+        };
+        let spawned = run.spawned.take();
+        let done = run.done.take();
+        (spawned, done)
+    }
+}
+
+// ---------------------------------------------------------------- report --
+
+/// The model's percentile: sorted, index round(p (n - 1)).
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    let i = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+struct Row {
+    name: String,
+    thin: Vec<u64>,
+    fat: Vec<u64>,
+    late: Option<Vec<u64>>,
+    per_s: f64,
+}
+
+impl Row {
+    fn new(name: String, case: &Case, done: &[u64], spawned: Option<&[u64]>) -> Row {
+        let (mut thin, mut fat) = (Vec::new(), Vec::new());
+        for (t, &d) in case.tasks.iter().zip(done) {
+            let lat = d - t.arrival;
+            if t.thin {
+                thin.push(lat)
+            } else {
+                fat.push(lat)
+            }
+        }
+        thin.sort_unstable();
+        fat.sort_unstable();
+        let late = spawned.map(|s| {
+            let mut v: Vec<u64> = case
+                .tasks
+                .iter()
+                .zip(s)
+                .map(|(t, &s)| s.saturating_sub(t.arrival))
+                .collect();
+            v.sort_unstable();
+            v
+        });
+        let end = *done.iter().max().unwrap();
+        let per_s = case.tasks.len() as f64 / ((end - case.tasks[0].arrival) as f64 / 1e9);
+        Row {
+            name,
+            thin,
+            fat,
+            late,
+            per_s,
+        }
+    }
+
+    fn print(&self) {
+        let us = |v: u64| format!("{:.0}", v as f64 / 1e3);
+        let q = |v: &[u64]| {
+            [50.0, 90.0, 99.0, 99.9]
+                .iter()
+                .map(|&p| us(pct(v, p)))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let late = match &self.late {
+            Some(l) => format!("{} / {}", us(pct(l, 99.0)), us(*l.last().unwrap())),
+            None => "-".into(),
+        };
+        println!(
+            "| {} | {} | {} | {} | {:.0} | {} |",
+            self.name,
+            q(&self.thin),
+            q(&self.fat),
+            us(*self.fat.last().unwrap()),
+            self.per_s,
+            late
+        );
+    }
+
+    fn p99_thin(&self) -> u64 {
+        pct(&self.thin, 99.0)
+    }
+    fn p99_fat(&self) -> u64 {
+        pct(&self.fat, 99.0)
+    }
+}
+
+fn run_case(case: Rc<Case>, systems: &[System]) {
+    let quantized = systems.iter().any(|s| matches!(s, System::LasQuantized));
+    let (n, thin) = (
+        case.tasks.len(),
+        case.tasks.iter().filter(|t| t.thin).count(),
+    );
+    let cpu: u64 = case.tasks.iter().flat_map(|t| &t.segs).map(|s| s.0).sum();
+    println!();
+    println!(
+        "### {} rho={}: {} tasks ({} thin, {} fat), offered {:.0} tasks/s, {:.2} s of CPU",
+        case.w.name,
+        case.rho,
+        n,
+        thin,
+        n - thin,
+        case.offered_per_s(),
+        cpu as f64 / 1e9
+    );
+    println!();
+    println!(
+        "| system | thin p50 / p90 / p99 / p99.9 us | fat p50 / p90 / p99 / p99.9 us | fat max us | tasks/s | spawn late p99 / max us |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let m = |name: &str, p| Row::new(name.into(), &case, &model(&case.tasks, p), None);
+    let mfifo = m("model FIFO (same script)", Policy::Fifo);
+    let mlas = m("model LAS (same script)", Policy::Las);
+    mfifo.print();
+    mlas.print();
+    if quantized {
+        m("model QLAS (same script)", Policy::Qlas).print();
+    }
+    let mut rows = Vec::new();
+    for &s in systems {
+        let (spawned, done) = s.replay(&case);
+        let row = Row::new(s.name(), &case, &done, Some(&spawned));
+        row.print();
+        rows.push(row);
+    }
+    let ratio = |a: &Row, b: &Row, f: fn(&Row) -> u64| f(a) as f64 / f(b) as f64;
+    println!();
+    println!(
+        "{} rho={}: thin p99 Las / FIFO = {:.3} (model {:.3}); fat p99 Las / FIFO = {:.3} (model {:.3}); thin p99 tokio / FIFO = {:.3}",
+        case.w.name,
+        case.rho,
+        ratio(&rows[1], &rows[0], Row::p99_thin),
+        ratio(&mlas, &mfifo, Row::p99_thin),
+        ratio(&rows[1], &rows[0], Row::p99_fat),
+        ratio(&mlas, &mfifo, Row::p99_fat),
+        ratio(&rows[2], &rows[0], Row::p99_thin),
+    );
+}
+
+fn pin_to_cpu1() {
+    let pid = std::process::id().to_string();
+    match std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", "1", &pid])
+        .output()
+    {
+        Ok(o) if o.status.success() => println!("pinned to CPU 1 (taskset -a -p -c 1 {pid})"),
+        _ => println!("not pinned (taskset unavailable); figures are noisier"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let seed = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7u64);
+    let scale = value("--scale")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1.0f64);
+    let mut cases: Vec<(String, f64, usize)> = args
+        .windows(2)
+        .filter(|w| w[0] == "--case")
+        .map(|w| {
+            let parts: Vec<&str> = w[1].split(':').collect();
+            assert!(parts.len() == 3, "--case NAME:RHO:TASKS, e.g. A:0.8:20000");
+            (
+                parts[0].to_string(),
+                parts[1].parse().expect("RHO"),
+                parts[2].parse().expect("TASKS"),
+            )
+        })
+        .collect();
+    if cases.is_empty() {
+        cases = vec![
+            ("A".into(), 0.8, 20_000),
+            ("B-io".into(), 0.62, 8_000),
+            ("B-io".into(), 0.85, 8_000),
+        ];
+    }
+    let mut systems = vec![System::Fifo, System::Las, System::Tokio];
+    if let Some(ms) = value("--guard-ms").and_then(|v| v.parse().ok()) {
+        systems.push(System::LasGuard(Duration::from_millis(ms)));
+    }
+    if args.iter().any(|a| a == "--quantized") {
+        systems.push(System::LasQuantized);
+    }
+    if !args.iter().any(|a| a == "--no-pin") {
+        pin_to_cpu1();
+    }
+    println!(
+        "open-loop arrivals on the real clock; latency = completion - scripted arrival; seed {seed}; \
+         percentiles as lasmodel.py (sorted, index round(p (n-1)))"
+    );
+    // Untimed warm-up of every system (allocator, page faults, code).
+    let warm = Rc::new(Case::generate(&WORKLOADS[0], 0.8, 300, seed ^ 1));
+    for &s in &systems {
+        s.replay(&warm);
+    }
+    for (name, rho, n) in cases {
+        let w = WORKLOADS
+            .iter()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("unknown workload {name} (A, B-io, C, D)"));
+        let n = ((n as f64 * scale) as usize).max(10);
+        run_case(Rc::new(Case::generate(w, rho, n, seed)), &systems);
+    }
+}
