@@ -13,12 +13,13 @@
 //!   runtime through `run_until` (yields wait for tokio's driver turn);
 //! * `tourbillon 4 queues`: standalone, 4 queues with shares 1:2:3:4 sharing
 //!   the 50,000 tasks round-robin;
-//! * `tourbillon Las 1 queue`: standalone, one queue with the `Las`
-//!   scheduler (every task its own group; `Las` times every poll, so this
-//!   series adds one clock read per poll and a heap push/pop per wake to
-//!   `tourbillon 1 queue`);
-//! * `tourbillon Las quantized 1 queue`: the same with
-//!   `Las::quantized(100 us, 16)` (FIFO per level of attained service).
+//! * `tourbillon Las exact 1 queue`: standalone, one queue with
+//!   `Las::exact()` (every task its own group; `Las` times every poll, so
+//!   this series adds one clock read per poll and a heap push/pop per wake
+//!   to `tourbillon 1 queue`);
+//! * `tourbillon Las 1 queue`: the same with the default `Las::new()`, keys
+//!   quantized to levels (`Las::quantized(100 us, 16)`: FIFO per level of
+//!   attained service, a heap of the non-empty levels).
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
 //! medians to tokio `LocalSet` (and of 4 queues to 1 queue, and of each
@@ -106,11 +107,8 @@ fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
         let spec = tourbillon::QueueSpec::new(q as u32 + 1);
         b = match sched {
             Sched::Fifo => b.queue(q, q as u32 + 1),
-            Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::Las::new())),
-            Sched::LasQuantized => b.queue_with(
-                q,
-                spec.scheduler(tourbillon::Las::quantized(Duration::from_micros(100), 16)),
-            ),
+            Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::Las::exact())),
+            Sched::LasQuantized => b.queue_with(q, spec.scheduler(tourbillon::Las::new())),
         };
     }
     b.build().unwrap()
@@ -197,12 +195,12 @@ fn main() {
             samples: vec![],
         },
         Series {
-            name: "tourbillon Las 1 queue",
+            name: "tourbillon Las exact 1 queue",
             run: Box::new(|n| tourbillon_las(Sched::Las, n)),
             samples: vec![],
         },
         Series {
-            name: "tourbillon Las quantized 1 queue",
+            name: "tourbillon Las 1 queue",
             run: Box::new(|n| tourbillon_las(Sched::LasQuantized, n)),
             samples: vec![],
         },
@@ -241,16 +239,16 @@ fn main() {
         );
     }
     let four = median(&series[3].samples);
-    let las = median(&series[4].samples);
-    let quantized = median(&series[5].samples);
+    let exact = median(&series[4].samples);
+    let las = median(&series[5].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
     println!(
-        "Las / RunnableFifo (medians, 1 queue): {:.3}",
+        "Las (default, quantized) / RunnableFifo (medians, 1 queue): {:.3}",
         las / one_queue
     );
     println!(
-        "Las quantized / RunnableFifo (medians, 1 queue): {:.3}",
-        quantized / one_queue
+        "Las exact / RunnableFifo (medians, 1 queue): {:.3}",
+        exact / one_queue
     );
 }

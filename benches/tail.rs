@@ -26,9 +26,9 @@
 //! Systems: `tourbillon RunnableFifo` and `tourbillon Las` (one queue,
 //! standalone `block_on`, every task its own group), `tokio LocalSet`
 //! (`current_thread` runtime, `spawn_local`, `tokio::task::yield_now`),
-//! optionally `tourbillon Las+guard` (`--guard-ms N`: `Las::max_wait`) and
-//! `tourbillon Las::quantized(100 us, 16)` (`--quantized`, with a model
-//! row for the quantized policy).
+//! `tourbillon Las::new()` (the default `Las`, keys quantized to levels:
+//! `Las::quantized(100 us, 16)`), `tourbillon Las::exact()`, and optionally
+//! `tourbillon Las+guard` (`--guard-ms N`: `Las::max_wait`).
 //! Above them, two rows `model FIFO` / `model LAS` replay the *same script*
 //! in virtual time with no overhead (the algorithm of `lasmodel.py`), to
 //! show how close each executor comes to its ideal policy.
@@ -456,9 +456,9 @@ impl System {
     fn name(self) -> String {
         match self {
             System::Fifo => "tourbillon RunnableFifo".into(),
-            System::Las => "tourbillon Las".into(),
+            System::Las => "tourbillon Las::exact()".into(),
             System::LasGuard(d) => format!("tourbillon Las+guard {} ms", d.as_millis()),
-            System::LasQuantized => "tourbillon Las::quantized(100 us, 16)".into(),
+            System::LasQuantized => "tourbillon Las::new() (quantized)".into(),
             System::Tokio => "tokio LocalSet".into(),
         }
     }
@@ -487,10 +487,12 @@ impl System {
             _ => {
                 let spec = tourbillon::QueueSpec::new(1);
                 let spec = match self {
-                    System::Las => spec.scheduler(tourbillon::Las::new()),
+                    System::Las => spec.scheduler(tourbillon::Las::exact()),
                     System::LasGuard(d) => spec.scheduler(tourbillon::Las::new().max_wait(d)),
                     System::LasQuantized => {
-                        spec.scheduler(tourbillon::Las::quantized(Duration::from_nanos(Q0_NS), 16))
+                        // The default `Las::new()` is `Las::quantized(100 us, 16)`.
+                        debug_assert_eq!(Q0_NS, 100_000);
+                        spec.scheduler(tourbillon::Las::new())
                     }
                     _ => spec,
                 };
@@ -599,7 +601,6 @@ impl Row {
 }
 
 fn run_case(case: Rc<Case>, systems: &[System]) {
-    let quantized = systems.iter().any(|s| matches!(s, System::LasQuantized));
     let (n, thin) = (
         case.tasks.len(),
         case.tasks.iter().filter(|t| t.thin).count(),
@@ -624,11 +625,10 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
     let m = |name: &str, p| Row::new(name.into(), &case, &model(&case.tasks, p), None);
     let mfifo = m("model FIFO (same script)", Policy::Fifo);
     let mlas = m("model LAS (same script)", Policy::Las);
+    let mqlas = m("model QLAS (same script)", Policy::Qlas);
     mfifo.print();
+    mqlas.print();
     mlas.print();
-    if quantized {
-        m("model QLAS (same script)", Policy::Qlas).print();
-    }
     let mut rows = Vec::new();
     for &s in systems {
         let (spawned, done) = s.replay(&case);
@@ -637,16 +637,19 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
         rows.push(row);
     }
     let ratio = |a: &Row, b: &Row, f: fn(&Row) -> u64| f(a) as f64 / f(b) as f64;
+    // rows: [0] FIFO, [1] Las::new() (quantized), [2] Las::exact(), [3] tokio.
     println!();
     println!(
-        "{} rho={}: thin p99 Las / FIFO = {:.3} (model {:.3}); fat p99 Las / FIFO = {:.3} (model {:.3}); thin p99 tokio / FIFO = {:.3}",
+        "{} rho={}: thin p99 Las / FIFO = {:.3} (model QLAS {:.3}); Las::exact = {:.3} (model LAS {:.3}); fat p99 Las / FIFO = {:.3} (model {:.3}); thin p99 tokio / FIFO = {:.3}",
         case.w.name,
         case.rho,
         ratio(&rows[1], &rows[0], Row::p99_thin),
+        ratio(&mqlas, &mfifo, Row::p99_thin),
+        ratio(&rows[2], &rows[0], Row::p99_thin),
         ratio(&mlas, &mfifo, Row::p99_thin),
         ratio(&rows[1], &rows[0], Row::p99_fat),
-        ratio(&mlas, &mfifo, Row::p99_fat),
-        ratio(&rows[2], &rows[0], Row::p99_thin),
+        ratio(&mqlas, &mfifo, Row::p99_fat),
+        ratio(&rows[3], &rows[0], Row::p99_thin),
     );
 }
 
@@ -692,12 +695,17 @@ fn main() {
             ("B-io".into(), 0.85, 8_000),
         ];
     }
-    let mut systems = vec![System::Fifo, System::Las, System::Tokio];
+    let mut systems = vec![
+        System::Fifo,
+        System::LasQuantized,
+        System::Las,
+        System::Tokio,
+    ];
     if let Some(ms) = value("--guard-ms").and_then(|v| v.parse().ok()) {
         systems.push(System::LasGuard(Duration::from_millis(ms)));
     }
     if args.iter().any(|a| a == "--quantized") {
-        systems.push(System::LasQuantized);
+        // Kept for compatibility: the default `Las` (quantized) always runs.
     }
     if !args.iter().any(|a| a == "--no-pin") {
         pin_to_cpu1();
