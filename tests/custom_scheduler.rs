@@ -631,3 +631,37 @@ fn a_custom_queue_gets_its_share_next_to_a_built_in_one() {
         sc.polls as usize
     );
 }
+
+/// A scheduler that breaks the contract (`len` says 1 while `pop` has
+/// nothing) must not make the executor spin: a queue whose `pop` returns
+/// `None` is treated as empty.
+#[test]
+fn a_scheduler_whose_len_lies_does_not_hang_the_executor() {
+    struct Liar(Vec<TaskId>);
+    impl Scheduler for Liar {
+        fn push(&mut self, task: TaskId, _group: GroupId) {
+            self.0.push(task);
+        }
+        fn pop(&mut self) -> Option<TaskId> {
+            self.0.pop()
+        }
+        fn len(&self) -> usize {
+            self.0.len() + 1
+        }
+    }
+    let ex = Builder::new()
+        .queue_with("liar", QueueSpec::new(1).scheduler(Liar(Vec::new())))
+        .queue("fifo", 1)
+        .build()
+        .unwrap();
+    let a = ex.spawn("liar", async { 1 }).unwrap();
+    let b = ex.spawn("fifo", async { 2 }).unwrap();
+    // Returns (instead of looping on the "non-empty" liar queue).
+    let polls = ex.run_until_stalled();
+    assert_eq!(polls, 2);
+    assert!(a.is_finished() && b.is_finished());
+    assert_eq!(
+        ex.block_on(async { a.await.unwrap() + b.await.unwrap() }),
+        3
+    );
+}

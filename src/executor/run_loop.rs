@@ -166,9 +166,16 @@ impl Core {
         let defer_yields = self.nested.get();
         let mut panic = None;
         let mut polls = 0u64;
+        // `pop` returned `None`: the queue has nothing to run, whatever its
+        // scheduler's `len` says (a scheduler that breaks the contract must
+        // not make the executor spin on an empty queue).
+        let mut drained = false;
         loop {
             let next = self.queues.borrow_mut().list[q].sched.pop();
-            let Some(id) = next else { break };
+            let Some(id) = next else {
+                drained = true;
+                break;
+            };
             if precise {
                 // The clock was read at the end of the previous poll: that
                 // reading is this poll's start.
@@ -242,7 +249,7 @@ impl Core {
         }
         self.queues.borrow_mut().list[q].counters.polls += polls;
         self.counters.polls.set(self.counters.polls.get() + polls);
-        let turn_over = self.end_run(q);
+        let turn_over = self.end_run(q, drained);
         if let Some(p) = panic {
             resume_unwind(p);
         }
@@ -250,14 +257,15 @@ impl Core {
     }
 
     /// Ends the run of `q`: charges the rest, departs if empty (R7).
-    fn end_run(&self, q: usize) -> bool {
+    fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
         if r.polls_since_check.get() > 0 {
             self.checkpoint(q);
         }
         {
             let mut qs = self.queues.borrow_mut();
-            if qs.list[q].sched.is_empty() && qs.eevdf.ents[q].runnable {
+            let empty = drained || qs.list[q].sched.is_empty();
+            if empty && qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
             }
         }

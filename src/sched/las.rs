@@ -49,7 +49,10 @@ use crate::task::id::{GroupId, TaskId};
 /// [`Las::max_wait`], a task that has waited longer than that, measured in
 /// this queue's service time (the time the queue ran while the task was
 /// waiting, so the guard needs no clock of its own), is served before
-/// anything else, oldest first. Off by default: LAS is opt-in for workloads
+/// anything else, oldest first (first pushed among equal waits). A task's
+/// wait starts at the queue time of its push: a task woken during another
+/// task's poll starts waiting at that poll's start, since a poll is charged
+/// when it returns. Off by default: LAS is opt-in for workloads
 /// whose tail it helps, and the guard trades some of that help for a bound.
 ///
 /// # Example
