@@ -53,10 +53,11 @@
 //!
 //! # Safety
 //!
-//! `unsafe` is confined to `raw.rs` (the cell and its vtable), `slab.rs`
-//! (the calls that touch a stage, each guarded by the bits above) and
-//! `crate::waker`. The invariants are listed at the top of `raw.rs` and
-//! `slab.rs`.
+//! In the task machinery, `unsafe` is confined to `raw.rs` (the cell and
+//! its vtable), `slab.rs` (the calls that touch a stage, each guarded by
+//! the bits above) and `crate::waker`. The invariants are listed at the top
+//! of `raw.rs` and `slab.rs`. The only other `unsafe` of the crate is the
+//! `rdtsc` intrinsic call in `executor/tsc.rs`.
 
 pub(crate) mod group;
 pub(crate) mod id;
