@@ -28,6 +28,8 @@
 //!
 //! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin]`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -149,17 +151,6 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn pin_to_cpu1() {
-    let pid = std::process::id().to_string();
-    match std::process::Command::new("taskset")
-        .args(["-a", "-p", "-c", "1", &pid])
-        .output()
-    {
-        Ok(o) if o.status.success() => println!("pinned to CPU 1 (taskset -a -p -c 1 {pid})"),
-        _ => println!("not pinned (taskset unavailable); figures are noisier"),
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -171,7 +162,7 @@ fn main() {
     let rounds = arg("--rounds").unwrap_or(9).max(1);
     let tasks = arg("--tasks").unwrap_or(50_000);
     if !args.iter().any(|a| a == "--no-pin") {
-        pin_to_cpu1();
+        common::pin_to_cpu1();
     }
     let mut series = vec![
         Series {

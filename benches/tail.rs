@@ -63,6 +63,8 @@
 //! Usage: `cargo bench --bench tail [-- --case NAME:RHO:N ... --seed S
 //! --scale F --guard-ms M --quantized --no-pin]`.
 
+mod common;
+
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -653,17 +655,6 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
     );
 }
 
-fn pin_to_cpu1() {
-    let pid = std::process::id().to_string();
-    match std::process::Command::new("taskset")
-        .args(["-a", "-p", "-c", "1", &pid])
-        .output()
-    {
-        Ok(o) if o.status.success() => println!("pinned to CPU 1 (taskset -a -p -c 1 {pid})"),
-        _ => println!("not pinned (taskset unavailable); figures are noisier"),
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let value = |name: &str| {
@@ -708,7 +699,7 @@ fn main() {
         // Kept for compatibility: the default `Las` (quantized) always runs.
     }
     if !args.iter().any(|a| a == "--no-pin") {
-        pin_to_cpu1();
+        common::pin_to_cpu1();
     }
     println!(
         "open-loop arrivals on the real clock; latency = completion - scripted arrival; seed {seed}; \

@@ -68,13 +68,16 @@ use crate::task::id::TaskId;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Executor<K: QueueKey> {
-    core: Rc<Core>,
-    keys: Rc<KeyMap<K>>,
+    /// The executor's own spawning handle (core + key map): `Executor`
+    /// spawns through it, and `spawner()` clones it.
+    spawner: Spawner<K>,
 }
 
 impl<K: QueueKey> Executor<K> {
     pub(crate) fn from_parts(core: Rc<Core>, keys: Rc<KeyMap<K>>) -> Self {
-        Self { core, keys }
+        Self {
+            spawner: Spawner { core, keys },
+        }
     }
 
     /// A [`Builder`] to declare queues and options.
@@ -83,9 +86,7 @@ impl<K: QueueKey> Executor<K> {
     }
 
     fn index(&self, key: K) -> Result<usize, SpawnError> {
-        self.keys.get(&key).ok_or_else(|| SpawnError::UnknownQueue {
-            queue: format!("{key:?}"),
-        })
+        self.spawner.index(key)
     }
 
     /// Spawns `future` onto the queue `key`. Works before the executor runs,
@@ -95,8 +96,7 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.index(key)?;
-        self.core.spawn(q, None, future)
+        self.spawner.spawn(key, future)
     }
 
     /// Spawns `future` onto the queue `key` in the group `group`: a user key
@@ -127,25 +127,21 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.index(key)?;
-        self.core.spawn(q, Some(group), future)
+        self.spawner.spawn_in_group(key, group, future)
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.
     pub fn queue(&self, key: K) -> Result<QueueHandle, SpawnError> {
         let index = self.index(key)?;
         Ok(QueueHandle {
-            core: self.core.clone(),
+            core: self.spawner.core.clone(),
             index,
         })
     }
 
     /// A clonable handle that spawns by key, to move into tasks.
     pub fn spawner(&self) -> Spawner<K> {
-        Spawner {
-            core: self.core.clone(),
-            keys: self.keys.clone(),
-        }
+        self.spawner.clone()
     }
 
     /// Runs the executor on this thread until `future` completes, and
@@ -159,7 +155,7 @@ impl<K: QueueKey> Executor<K> {
     /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), when a task
     /// panics.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        drive::block_on(&self.core, future)
+        drive::block_on(&self.spawner.core, future)
     }
 
     /// A future that runs the executor's tasks while it is polled, until
@@ -184,7 +180,7 @@ impl<K: QueueKey> Executor<K> {
     /// ```
     pub fn run_until<F: Future>(&self, future: F) -> RunUntil<'_, F> {
         RunUntil {
-            core: &self.core,
+            core: &self.spawner.core,
             future,
         }
     }
@@ -192,36 +188,36 @@ impl<K: QueueKey> Executor<K> {
     /// Runs tasks until none is runnable, then returns the number of polls
     /// made (futures' `LocalPool::run_until_stalled`). Never parks.
     pub fn run_until_stalled(&self) -> u64 {
-        drive::run_until_stalled(&self.core)
+        drive::run_until_stalled(&self.spawner.core)
     }
 
     /// A snapshot of the executor's counters and every queue's state.
     pub fn stats(&self) -> ExecutorStats {
-        self.core.stats()
+        self.spawner.core.stats()
     }
 
     /// A snapshot of queue `key`.
     pub fn queue_stats(&self, key: K) -> Result<QueueStats, SpawnError> {
-        Ok(self.core.queue_stats(self.index(key)?))
+        Ok(self.spawner.core.queue_stats(self.index(key)?))
     }
 
     /// The declared queue keys, in declaration order.
     pub fn queue_keys(&self) -> &[K] {
-        self.keys.keys()
+        self.spawner.keys.keys()
     }
 }
 
 impl<K: QueueKey> Drop for Executor<K> {
     fn drop(&mut self) {
-        self.core.shutdown();
+        self.spawner.core.shutdown();
     }
 }
 
 impl<K: QueueKey> fmt::Debug for Executor<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Executor")
-            .field("queues", &self.keys.keys())
-            .field("live_tasks", &self.core.tasks.borrow().len())
+            .field("queues", &self.spawner.keys.keys())
+            .field("live_tasks", &self.spawner.core.tasks.borrow().len())
             .finish()
     }
 }
@@ -244,18 +240,19 @@ impl<K: QueueKey> Clone for Spawner<K> {
 }
 
 impl<K: QueueKey> Spawner<K> {
+    fn index(&self, key: K) -> Result<usize, SpawnError> {
+        self.keys.get(&key).ok_or_else(|| SpawnError::UnknownQueue {
+            queue: format!("{key:?}"),
+        })
+    }
+
     /// Spawns `future` onto the queue `key`.
     pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self
-            .keys
-            .get(&key)
-            .ok_or_else(|| SpawnError::UnknownQueue {
-                queue: format!("{key:?}"),
-            })?;
+        let q = self.index(key)?;
         self.core.spawn(q, None, future)
     }
 
@@ -271,12 +268,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self
-            .keys
-            .get(&key)
-            .ok_or_else(|| SpawnError::UnknownQueue {
-                queue: format!("{key:?}"),
-            })?;
+        let q = self.index(key)?;
         self.core.spawn(q, Some(group), future)
     }
 }
