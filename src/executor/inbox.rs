@@ -26,6 +26,9 @@ pub(crate) trait InboxFlag {
     fn mark(&self) -> bool;
 }
 
+/// A standalone flag, for the tests and loom models of the inbox (tasks use
+/// a bit of their reference count).
+#[cfg(test)]
 impl InboxFlag for AtomicBool {
     fn mark(&self) -> bool {
         // `compare_exchange` rather than `swap`: equivalent here, and loom

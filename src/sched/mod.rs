@@ -199,6 +199,23 @@ impl QueueScheduler {
     ) {
         dispatch!(self, s => s.polled(task, group, elapsed, finished))
     }
+    /// `polled(.., finished = false)`, then `push` if the task is runnable
+    /// again: one dispatch for the two calls of a pending poll.
+    #[inline]
+    pub(crate) fn polled_pending(
+        &mut self,
+        task: TaskId,
+        group: GroupId,
+        elapsed: Option<Duration>,
+        requeue: bool,
+    ) {
+        dispatch!(self, s => {
+            s.polled(task, group, elapsed, false);
+            if requeue {
+                s.push(task, group);
+            }
+        })
+    }
     pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
         dispatch!(self, s => s.forget(task, group))
     }
