@@ -26,7 +26,7 @@
 //! `Las` to `RunnableFifo` on one queue). The process pins
 //! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
 //!
-//! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin]`.
+//! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin --quick]`.
 
 mod common;
 
@@ -159,8 +159,12 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .and_then(|v| v.parse::<usize>().ok())
     };
-    let rounds = arg("--rounds").unwrap_or(9).max(1);
-    let tasks = arg("--tasks").unwrap_or(50_000);
+    // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): 3 rounds
+    // of 10,000 tasks unless `--rounds` / `--tasks` say otherwise. Other
+    // flags (`--bench`, which cargo adds, criterion's) are ignored.
+    let quick = args.iter().any(|a| a == "--quick");
+    let rounds = arg("--rounds").unwrap_or(if quick { 3 } else { 9 }).max(1);
+    let tasks = arg("--tasks").unwrap_or(if quick { 10_000 } else { 50_000 });
     if !args.iter().any(|a| a == "--no-pin") {
         common::pin_to_cpu1();
     }

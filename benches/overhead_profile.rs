@@ -31,23 +31,37 @@ fn workload(ex: &tourbillon::Executor<u8>, yields: usize) {
 }
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1);
+    // Positional arguments only: flags (`--bench`, which cargo adds, and
+    // `--quick` or others from `cargo bench -- ...`) are skipped wherever
+    // they are, with the value of criterion's flags that take one.
+    // `--quick` caps the rounds at 3.
+    const VALUE_FLAGS: [&str; 8] = [
+        "--sample-size",
+        "--measurement-time",
+        "--warm-up-time",
+        "--save-baseline",
+        "--baseline",
+        "--load-baseline",
+        "--profile-time",
+        "--output-format",
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let positional: Vec<&str> = (0..args.len())
+        .filter(|&i| !args[i].starts_with("--"))
+        .filter(|&i| i == 0 || !VALUE_FLAGS.contains(&args[i - 1].as_str()))
+        .map(|i| args[i].as_str())
+        .collect();
+    let nth = |i: usize| positional.get(i - 1).copied();
+    let rounds: usize = nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+    let rounds = if quick { rounds.min(3) } else { rounds };
     // Second argument: yields per task (default 5, the headline workload).
-    let yields: usize = std::env::args()
-        .nth(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(5);
+    let yields: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(5);
     // Third argument: number of queues (shares 1:2:3:...), default 1.
-    let queues: u8 = std::env::args()
-        .nth(3)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1);
+    let queues: u8 = nth(3).and_then(|a| a.parse().ok()).unwrap_or(1);
     // Fourth argument `fresh`: a new executor for every round (as the
     // headline benchmark does) instead of one reused executor.
-    let fresh = std::env::args().nth(4).as_deref() == Some("fresh");
+    let fresh = nth(4) == Some("fresh");
     let build = || {
         let mut b = tourbillon::Builder::new();
         for q in 0..queues.max(1) {

@@ -61,7 +61,7 @@
 //! each system's own driver cadence.
 //!
 //! Usage: `cargo bench --bench tail [-- --case NAME:RHO:N ... --seed S
-//! --scale F --guard-ms M --quantized --no-pin]`.
+//! --scale F --guard-ms M --quantized --no-pin --quick]`.
 
 mod common;
 
@@ -663,9 +663,13 @@ fn main() {
             .and_then(|i| args.get(i + 1))
     };
     let seed = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7u64);
+    // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): every
+    // case scaled to 15% of its tasks unless `--scale` is given. Other flags
+    // (`--bench`, which cargo adds, criterion's) are ignored.
+    let quick = args.iter().any(|a| a == "--quick");
     let scale = value("--scale")
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1.0f64);
+        .unwrap_or(if quick { 0.15 } else { 1.0f64 });
     let mut cases: Vec<(String, f64, usize)> = args
         .windows(2)
         .filter(|w| w[0] == "--case")
