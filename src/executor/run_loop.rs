@@ -58,12 +58,19 @@ pub(crate) struct RunState {
     pub(crate) last_ns: Cell<u64>,
     pub(crate) run_start_ns: Cell<u64>,
     pub(crate) turn_start_ns: Cell<u64>,
-    /// Polls since the last checkpoint.
-    pub(crate) polls_since_check: Cell<u32>,
-    /// Polls before the next checkpoint (amortised mode).
+    /// Polls before the next checkpoint (amortised mode); counted down by
+    /// one per poll.
     pub(crate) countdown: Cell<u32>,
-    /// Polls left in this turn.
+    /// `countdown` as the last checkpoint set it: the polls since that
+    /// checkpoint are `countdown_set - countdown`.
+    pub(crate) countdown_set: Cell<u32>,
+    /// Polls left in this turn, as of the last checkpoint (`countdown`
+    /// never exceeds it, so the turn's last poll is a checkpoint).
     pub(crate) polls_left: Cell<u32>,
+    /// The run ends at this poll boundary: the one flag the run loop reads
+    /// per poll, recomputed ([`Core::update_stop`]) wherever one of its
+    /// causes changes (checkpoint, placement, `should_yield`).
+    pub(crate) stop: Cell<bool>,
     pub(crate) slice_over: Cell<bool>,
     pub(crate) turn_over: Cell<bool>,
     pub(crate) preempt: Cell<bool>,
@@ -157,12 +164,12 @@ impl Core {
         let r = &self.run;
         r.queue.set(Some(q));
         r.run_start_ns.set(r.last_ns.get());
-        r.polls_since_check.set(0);
         r.slice_over.set(false);
         r.preempt.set(false);
         r.preempt_at.set(None);
         r.end_requested.set(false);
-        r.countdown.set(self.countdown(q));
+        r.stop.set(false);
+        self.reset_countdown(q);
         let propagate = self.propagate_panics();
         let defer_yields = self.nested.get();
         let mut panic = None;
@@ -187,13 +194,11 @@ impl Core {
                 continue;
             }
             polls += 1;
-            r.polls_left.set(r.polls_left.get() - 1);
-            r.polls_since_check.set(r.polls_since_check.get() + 1);
-            let countdown = r.countdown.get();
-            if precise || countdown <= 1 {
+            // `countdown >= 1` before every poll (see `countdown`).
+            let countdown = r.countdown.get() - 1;
+            r.countdown.set(countdown);
+            if precise || countdown == 0 {
                 self.checkpoint(q);
-            } else {
-                r.countdown.set(countdown - 1);
             }
             // The whole poll, even if `should_yield` charged part of it
             // from inside the poll: one clock read per poll, shared with the
@@ -235,13 +240,7 @@ impl Core {
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
             }
-            if panic.is_some()
-                || r.polls_left.get() == 0
-                || r.turn_over.get()
-                || r.preempt.get()
-                || r.end_requested.get()
-                || (r.slice_over.get() && self.contended())
-            {
+            if panic.is_some() || r.stop.get() {
                 break;
             }
         }
@@ -257,7 +256,7 @@ impl Core {
     /// Ends the run of `q`: charges the rest, departs if empty (R7).
     fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
-        if r.polls_since_check.get() > 0 {
+        if r.countdown_set.get() != r.countdown.get() {
             self.checkpoint(q);
         }
         {
@@ -282,7 +281,8 @@ impl Core {
         let r = &self.run;
         let delta = now.saturating_sub(r.last_ns.get());
         r.last_ns.set(now);
-        let polls = r.polls_since_check.replace(0);
+        let polls = r.countdown_set.get() - r.countdown.get();
+        r.polls_left.set(r.polls_left.get().saturating_sub(polls));
         {
             let mut qs = self.queues.borrow_mut();
             if qs.eevdf.charge(q, delta) {
@@ -305,8 +305,29 @@ impl Core {
         if r.preempt_at.get().is_some_and(|at| now >= at) {
             r.preempt.set(true);
         }
-        r.countdown.set(self.countdown(q));
+        self.reset_countdown(q);
+        self.update_stop();
         delta
+    }
+
+    /// Whether the run in progress must end at this poll boundary.
+    pub(crate) fn update_stop(&self) {
+        let r = &self.run;
+        r.stop.set(
+            r.polls_left.get() == 0
+                || r.turn_over.get()
+                || r.preempt.get()
+                || r.end_requested.get()
+                || (r.slice_over.get() && self.contended()),
+        );
+    }
+
+    /// Sets the countdown to the next checkpoint; only right after a
+    /// checkpoint (or at a run's start), when no poll is uncharged.
+    fn reset_countdown(&self, q: usize) {
+        let n = self.countdown(q);
+        self.run.countdown.set(n);
+        self.run.countdown_set.set(n);
     }
 
     /// Polls that fit before the next needed checkpoint (amortised mode).
@@ -397,9 +418,14 @@ impl Core {
             qs.pending = pending;
         }
         drop(qs);
-        if let (Some(c), Some(_)) = (cur, r.preempt_at.get()) {
-            // Amortised clock reads: check again when min_run is over.
-            r.countdown.set(self.countdown(c));
+        if let Some(c) = cur {
+            if r.preempt_at.get().is_some() {
+                // Amortised clock reads: check again when min_run is over
+                // (the checkpoint above charged every poll so far).
+                self.reset_countdown(c);
+            }
+            // A placed queue may contend with a used-up slice, or preempt.
+            self.update_stop();
         }
     }
 
@@ -455,6 +481,7 @@ impl Core {
             || (r.slice_over.get() && self.contended());
         if yes {
             r.end_requested.set(true);
+            r.stop.set(true);
         }
         yes
     }
