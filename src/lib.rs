@@ -18,7 +18,7 @@ pub use builder::{
     Builder, PanicPolicy, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
     DEFAULT_MIN_RUN,
 };
-pub use error::{BuildError, JoinError, SpawnError};
+pub use error::{BuildError, JoinError, SharesError, SpawnError};
 pub use executor::clock::{Clock, ManualClock, SystemClock};
 pub use executor::drive::RunUntil;
 pub use executor::{spawn, try_spawn, Executor, Spawner};

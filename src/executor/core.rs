@@ -17,7 +17,7 @@ use super::clock::Clock;
 use super::inbox::Remote;
 use super::run_loop::RunState;
 use crate::builder::{Config, PanicPolicy};
-use crate::error::SpawnError;
+use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::Queues;
 use crate::stats::{ExecutorStats, QueueStats};
@@ -179,6 +179,40 @@ impl Core {
         } else {
             waker.wake_by_ref();
         }
+    }
+
+    /// Gives queue `q` a new weight, keeping its lag and its relative
+    /// deadline (R10). A run in progress is charged first, at the old
+    /// weights, so that the change applies from this instant on.
+    pub(crate) fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError> {
+        let name = || self.queues.borrow().list[q].name.clone();
+        if shares == 0 {
+            return Err(SharesError::ZeroShares { queue: name() });
+        }
+        if shares > crate::MAX_SHARES {
+            return Err(SharesError::TooManyShares {
+                queue: name(),
+                shares,
+            });
+        }
+        if self.shutdown.get() {
+            return Err(SharesError::Shutdown);
+        }
+        let running = self.run.queue.get();
+        if let Some(c) = running {
+            self.checkpoint(c);
+        }
+        {
+            let mut qs = self.queues.borrow_mut();
+            qs.eevdf.set_weight(q, shares as u64);
+            qs.list[q].shares = shares;
+        }
+        if let Some(c) = running {
+            // The running queue's slice left, in real time, changed.
+            self.reset_countdown(c);
+            self.update_stop();
+        }
+        Ok(())
     }
 
     pub(crate) fn stats(&self) -> ExecutorStats {

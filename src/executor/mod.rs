@@ -23,7 +23,7 @@ use self::core::Core;
 use self::drive::RunUntil;
 use self::inbox::{InboxFlag, Remote};
 use crate::builder::Builder;
-use crate::error::SpawnError;
+use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
@@ -128,6 +128,25 @@ impl<K: QueueKey> Executor<K> {
         F::Output: 'static,
     {
         self.spawner.spawn_in_group(key, group, future)
+    }
+
+    /// Changes the shares (weight) of the queue `key` at run time, from
+    /// inside a task or from outside. The queue keeps what it is owed or
+    /// owes (its lag) and its relative deadline, scaled to the new weight
+    /// (EEVDF's reweight, as Linux's `reweight_entity`): CPU time splits by
+    /// the new weights from this instant on, with no burst and no loss.
+    ///
+    /// ```
+    /// use tourbillon::{Builder, SharesError};
+    ///
+    /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
+    /// ex.set_shares("bg", 4).unwrap();
+    /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
+    /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
+    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue { .. })));
+    /// ```
+    pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
+        self.spawner.set_shares(key, shares)
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.
@@ -254,6 +273,18 @@ impl<K: QueueKey> Spawner<K> {
     {
         let q = self.index(key)?;
         self.core.spawn(q, None, future)
+    }
+
+    /// Changes the shares of the queue `key` (see
+    /// [`Executor::set_shares`]).
+    pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
+        let q = self
+            .keys
+            .get(&key)
+            .ok_or_else(|| SharesError::UnknownQueue {
+                queue: format!("{key:?}"),
+            })?;
+        self.core.set_shares(q, shares)
     }
 
     /// Spawns `future` onto the queue `key` in the group `group` (see

@@ -324,7 +324,7 @@ impl Core {
 
     /// Sets the countdown to the next checkpoint; only right after a
     /// checkpoint (or at a run's start), when no poll is uncharged.
-    fn reset_countdown(&self, q: usize) {
+    pub(crate) fn reset_countdown(&self, q: usize) {
         let n = self.countdown(q);
         self.run.countdown.set(n);
         self.run.countdown_set.set(n);

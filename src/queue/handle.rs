@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
-use crate::error::SpawnError;
+use crate::error::{SharesError, SpawnError};
 use crate::executor::core::Core;
 use crate::join::JoinHandle;
 
@@ -41,6 +41,12 @@ impl QueueHandle {
         F::Output: 'static,
     {
         self.core.spawn(self.index, Some(group), future)
+    }
+
+    /// Changes this queue's shares (see
+    /// [`Executor::set_shares`](crate::Executor::set_shares)).
+    pub fn set_shares(&self, shares: u32) -> Result<(), SharesError> {
+        self.core.set_shares(self.index, shares)
     }
 
     /// The queue's index in declaration order.
