@@ -949,7 +949,8 @@ fn e10_reweight_keeps_lag_and_applies_the_new_share() {
     sim.set_horizon(t);
     let ex = Rc::new(sim.builder().queue(0, 1).queue(1, 1).build().unwrap());
     // (t0, S_A(t0), S_B(t0), lag before, lag after)
-    let change: Rc<Cell<Option<(u64, u64, u64, i64, i64)>>> = Rc::new(Cell::new(None));
+    type Change = (u64, u64, u64, i64, i64);
+    let change: Rc<Cell<Option<Change>>> = Rc::new(Cell::new(None));
     let (ex2, ch) = (Rc::downgrade(&ex), change.clone());
     sim.set_hook(move |sim, _, _, now| {
         if now >= T0 && ch.get().is_none() {
