@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::clock::Clock;
 use super::inbox::Remote;
 use super::run_loop::RunState;
-use crate::builder::{Config, PanicPolicy};
+use crate::builder::{Config, PanicPolicy, StallReport};
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::Queues;
@@ -59,10 +59,17 @@ pub(crate) struct Core {
     pub(crate) nested: Cell<bool>,
     pub(crate) groups: RefCell<Groups>,
     pub(crate) counters: ExecCounters,
+    /// The stall detector's callback, if any.
+    pub(crate) stall_report: Option<StallReport>,
 }
 
 impl Core {
-    pub(crate) fn new(queues: Queues, clock: Box<dyn Clock>, cfg: Config) -> Self {
+    pub(crate) fn new(
+        queues: Queues,
+        clock: Box<dyn Clock>,
+        cfg: Config,
+        stall_report: Option<StallReport>,
+    ) -> Self {
         Self {
             tasks: RefCell::new(TaskSlab::new()),
             queues: RefCell::new(queues),
@@ -80,6 +87,7 @@ impl Core {
             nested: Cell::new(false),
             groups: RefCell::new(Groups::default()),
             counters: ExecCounters::default(),
+            stall_report,
         }
     }
 
@@ -99,14 +107,36 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
+        self.spawn_named(q, group, None, future)
+    }
+
+    /// [`spawn`](Self::spawn) with a task name (for stall reports).
+    pub(crate) fn spawn_named<F>(
+        self: &Rc<Self>,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);
         }
         let group = group.map(|key| self.groups.borrow_mut().join(key));
-        let (id, group) = self
-            .tasks
-            .borrow_mut()
-            .insert(future, q, group, &self.remote);
+        let (id, group) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let (id, group) = tasks.insert(future, q, group, &self.remote);
+            if let Some(name) = name {
+                tasks.set_name(id, name);
+            }
+            if self.cfg.latency {
+                tasks.set_ready(id, self.clock.now_ns());
+            }
+            (id, group)
+        };
         let activated = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.spawned += 1;
@@ -154,6 +184,9 @@ impl Core {
     pub(crate) fn wake_local(&self, id: TaskId) {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {
+            if self.cfg.latency {
+                self.tasks.borrow_mut().set_ready(id, self.clock.now_ns());
+            }
             self.push_task(q, id, group);
         }
     }
@@ -294,6 +327,8 @@ fn queue_stats(qs: &Queues, i: usize) -> QueueStats {
         vruntime: e.v,
         deadline: e.d,
         lag_ns: qs.eevdf.lag_ns(i),
+        stalls: st.counters.stalls,
+        wake_latency: st.counters.wake_latency.clone(),
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod drive;
 pub(crate) mod eevdf;
 pub(crate) mod inbox;
 pub(crate) mod run_loop;
+pub(crate) mod task_builder;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod tsc;
 
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use self::core::Core;
 use self::drive::RunUntil;
 use self::inbox::{InboxFlag, Remote};
+use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
@@ -149,6 +151,12 @@ impl<K: QueueKey> Executor<K> {
         self.spawner.set_shares(key, shares)
     }
 
+    /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
+    /// group (an unknown key is reported by its `spawn`).
+    pub fn task(&self, key: K) -> TaskBuilder<'_> {
+        self.spawner.task(key)
+    }
+
     /// A handle to the queue `key`, to spawn without a key lookup.
     pub fn queue(&self, key: K) -> Result<QueueHandle, SpawnError> {
         let index = self.index(key)?;
@@ -273,6 +281,12 @@ impl<K: QueueKey> Spawner<K> {
     {
         let q = self.index(key)?;
         self.core.spawn(q, None, future)
+    }
+
+    /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
+    /// group.
+    pub fn task(&self, key: K) -> TaskBuilder<'_> {
+        TaskBuilder::new(&self.core, self.index(key))
     }
 
     /// Changes the shares of the queue `key` (see

@@ -29,10 +29,12 @@
 //! (`max_polls` polls or `host_yield_interval`, R8d).
 
 use std::cell::Cell;
-use std::panic::resume_unwind;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::time::Duration;
 
 use super::core::{bump, Core};
+use crate::stats::Stall;
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
 use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
@@ -149,16 +151,21 @@ impl Core {
     /// Runs queue `q` until a boundary ends the run. Returns `true` when
     /// the turn's budget is spent.
     fn run_queue(&self, q: usize) -> bool {
-        let timing = {
+        let sched_timing = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.runs += 1;
             qs.list[q].timing
         };
+        // Per-poll durations: for a timing scheduler, the stall detector
+        // and the latency histograms.
+        let timing = sched_timing || self.cfg.per_poll_timing;
+        let latency = self.cfg.latency;
+        let stall_ns = self.cfg.stall_ns;
         bump(&self.counters.runs);
         // Exact slice ends (a clock read and an EEVDF charge after every
-        // poll) only with a cheap clock; a timing scheduler on a real clock
-        // gets its per-poll durations from one clock read per poll, while
-        // the EEVDF charge stays amortised.
+        // poll) only with a cheap clock; per-poll durations on a real clock
+        // come from one clock read per poll, while the EEVDF charge stays
+        // amortised.
         let precise = self.cheap_clock;
         let mut poll_start = self.run.last_ns.get();
         let r = &self.run;
@@ -189,6 +196,18 @@ impl Core {
                 // reading is this poll's start.
                 poll_start = r.last_ns.get();
             }
+            let this_start = poll_start;
+            // Read before the poll: a task that completes is removed.
+            let ready = if latency {
+                self.tasks.borrow().ready_ns(id)
+            } else {
+                None
+            };
+            let name = if stall_ns != u64::MAX {
+                self.tasks.borrow().name(id)
+            } else {
+                None
+            };
             let polled = poll_task(&self.tasks, id, propagate, defer_yields);
             if let Polled::Stale = polled {
                 continue;
@@ -206,15 +225,22 @@ impl Core {
             let elapsed = if !timing {
                 None
             } else if precise {
-                Some(Duration::from_nanos(
-                    r.last_ns.get().saturating_sub(poll_start),
-                ))
+                Some(r.last_ns.get().saturating_sub(this_start))
             } else {
                 let now = self.clock.now_ns();
-                let d = now.saturating_sub(poll_start);
                 poll_start = now;
-                Some(Duration::from_nanos(d))
+                Some(now.saturating_sub(this_start))
             };
+            if let Some(ready) = ready {
+                self.queues.borrow_mut().list[q]
+                    .counters
+                    .wake_latency
+                    .record_ns(this_start.saturating_sub(ready));
+            }
+            if let Some(ns) = elapsed.filter(|&ns| ns >= stall_ns) {
+                self.report_stall(q, id, name, ns);
+            }
+            let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
             match polled {
                 Polled::Pending { group, next } => {
                     // The contract: `polled` after every poll, then the
@@ -225,15 +251,20 @@ impl Core {
                     self.queues.borrow_mut().list[q].sched.polled_pending(
                         id,
                         group,
-                        elapsed,
+                        sched_elapsed,
                         next == Next::Requeue,
                     );
                     if next == Next::Defer {
                         self.deferred.borrow_mut().push(id);
                     }
+                    if latency && next != Next::Wait {
+                        // Runnable again from the end of this poll.
+                        let end = this_start + elapsed.unwrap_or(0);
+                        self.tasks.borrow_mut().set_ready(id, end);
+                    }
                 }
                 Polled::Done(done) => {
-                    panic = self.finish(id, done, elapsed, true);
+                    panic = self.finish(id, done, sched_elapsed, true);
                 }
                 Polled::Stale => unreachable!("handled above"),
             }
@@ -462,6 +493,27 @@ impl Core {
             }
         }
         panic
+    }
+
+    /// A poll ran at least the stall threshold: count it and tell the
+    /// callback (no borrow held; a panic of the callback is discarded).
+    #[cold]
+    fn report_stall(&self, q: usize, id: TaskId, name: Option<Rc<str>>, ns: u64) {
+        let queue = {
+            let mut qs = self.queues.borrow_mut();
+            qs.list[q].counters.stalls += 1;
+            qs.list[q].name.clone()
+        };
+        if let Some(report) = &self.stall_report {
+            let stall = Stall {
+                queue,
+                queue_index: q,
+                task: id,
+                name: name.map(|n| n.to_string()),
+                duration: Duration::from_nanos(ns),
+            };
+            let _ = catch_unwind(AssertUnwindSafe(|| report(&stall)));
+        }
     }
 
     /// `should_yield()`: would the current run end at this boundary?

@@ -19,6 +19,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::future::Future;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
@@ -71,6 +72,12 @@ impl TaskEntry {
 pub(crate) struct TaskSlab {
     entries: Slab<TaskEntry>,
     cold: Vec<ColdSlot>,
+    /// Task names by slot, from the first named spawn on (empty before, so
+    /// that unnamed tasks cost nothing).
+    names: Vec<Option<Rc<str>>>,
+    /// When each task last became runnable (clock ns), for the
+    /// wake-to-first-poll histograms; empty unless they are on.
+    ready_ns: Vec<u64>,
 }
 
 /// The rarely used part of a slot.
@@ -129,6 +136,8 @@ impl TaskSlab {
         Self {
             entries: Slab::new(),
             cold: Vec::new(),
+            names: Vec::new(),
+            ready_ns: Vec::new(),
         }
     }
 
@@ -165,6 +174,36 @@ impl TaskSlab {
         (id, group)
     }
 
+    /// Names task `id` (it must be live).
+    pub(crate) fn set_name(&mut self, id: TaskId, name: Rc<str>) {
+        let index = id.index() as usize;
+        if index >= self.names.len() {
+            self.names.resize(index + 1, None);
+        }
+        self.names[index] = Some(name);
+    }
+
+    /// The name of task `id`, if it has one.
+    pub(crate) fn name(&self, id: TaskId) -> Option<Rc<str>> {
+        self.get(id)?;
+        self.names.get(id.index() as usize)?.clone()
+    }
+
+    /// Records that task `id` became runnable at `now_ns`.
+    pub(crate) fn set_ready(&mut self, id: TaskId, now_ns: u64) {
+        let index = id.index() as usize;
+        if index >= self.ready_ns.len() {
+            self.ready_ns.resize(index + 1, 0);
+        }
+        self.ready_ns[index] = now_ns;
+    }
+
+    /// When task `id` last became runnable (see [`set_ready`](Self::set_ready)).
+    pub(crate) fn ready_ns(&self, id: TaskId) -> Option<u64> {
+        self.get(id)?;
+        self.ready_ns.get(id.index() as usize).copied()
+    }
+
     pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
         self.entries
             .get(id.index() as usize)
@@ -178,6 +217,9 @@ impl TaskSlab {
         let cold = &mut self.cold[index];
         cold.generation = cold.generation.wrapping_add(1);
         cold.join_waker = None;
+        if let Some(name) = self.names.get_mut(index) {
+            *name = None;
+        }
         entry
     }
 
