@@ -178,27 +178,30 @@ fn t8_wake_latency_histogram_equals_the_scripted_delays() {
         .build()
         .unwrap();
     let s = sim.clone();
-    ex.spawn(0, async move {
-        for i in 0..20 {
-            s.spend(0, 0, 100 * US);
-            if i < 19 {
-                yield_now().await;
+    let worker = ex
+        .spawn(0, async move {
+            for i in 0..20 {
+                s.spend(0, 0, 100 * US);
+                if i < 19 {
+                    yield_now().await;
+                }
             }
-        }
-    })
-    .unwrap();
+        })
+        .unwrap();
     let dues: Vec<u64> = (1..=5).map(|k| k * 330 * US + 7 * US).collect();
     let s = sim.clone();
     let ds = dues.clone();
-    ex.spawn(0, async move {
-        s.spend(0, 1, 10 * US);
-        for &due in &ds {
-            s.sleep_until(due).await;
+    let sleeper = ex
+        .spawn(0, async move {
             s.spend(0, 1, 10 * US);
-        }
-    })
-    .unwrap();
+            for &due in &ds {
+                s.sleep_until(due).await;
+                s.spend(0, 1, 10 * US);
+            }
+        })
+        .unwrap();
     sim.drive(&ex);
+    assert!(worker.is_finished() && sleeper.is_finished());
     let trace = sim.take_trace();
     assert_eq!(trace.len(), 26);
     let mut want = LatencyHistogram::new();
@@ -231,12 +234,14 @@ fn latency_histograms_are_off_by_default() {
     let sim = Sim::new(1);
     let ex = sim.builder().queue(0, 1).build().unwrap();
     let s = sim.clone();
-    ex.spawn(0, async move {
-        s.spend(0, 0, US);
-        yield_now().await;
-    })
-    .unwrap();
+    let h = ex
+        .spawn(0, async move {
+            s.spend(0, 0, US);
+            yield_now().await;
+        })
+        .unwrap();
     sim.drive(&ex);
+    assert!(h.is_finished());
     assert_eq!(ex.queue_stats(0).unwrap().wake_latency.count(), 0);
     assert_eq!(ex.queue_stats(0).unwrap().polls, 2);
 }
