@@ -343,7 +343,7 @@ impl<K: QueueKey> Builder<K> {
         let core = Core::new(Queues::new(specs, self.base_slice), clock, cfg, report);
         Ok(Executor::from_parts(
             Rc::new(core),
-            Rc::new(KeyMap::new(keys)),
+            std::sync::Arc::new(KeyMap::new(keys)),
         ))
     }
 }

@@ -21,6 +21,7 @@ pub use builder::{
 pub use error::{BuildError, JoinError, SharesError, SpawnError};
 pub use executor::clock::{Clock, ManualClock, SystemClock};
 pub use executor::drive::RunUntil;
+pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join::JoinHandle;

@@ -122,6 +122,23 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
+        let id = self.spawn_raw(q, group, name, future)?;
+        Ok(JoinHandle::new(self.clone(), id))
+    }
+
+    /// Stores and queues a new task; the caller makes its join handle (or
+    /// its remote delivery).
+    pub(crate) fn spawn_raw<F>(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        future: F,
+    ) -> Result<TaskId, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);
         }
@@ -145,7 +162,7 @@ impl Core {
         if activated {
             self.on_activation();
         }
-        Ok(JoinHandle::new(self.clone(), id))
+        Ok(id)
     }
 
     /// Spawns onto the queue of the running task (queue 0 from the main
@@ -273,7 +290,9 @@ impl Core {
         if self.shutdown.replace(true) {
             return;
         }
-        self.remote.close();
+        // Spawn ops that never ran: dropped here, their join handles read
+        // Cancelled.
+        drop(self.remote.close());
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
         let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
@@ -289,7 +308,7 @@ impl Core {
                 let mut qs = self.queues.borrow_mut();
                 // A completed entry (an unread output) already ended for its
                 // scheduler: `polled(finished)` and `group_ended` were called.
-                for (e, _) in entries.iter().filter(|(e, _)| !e.is_complete()) {
+                for (e, _, _) in entries.iter().filter(|(e, _, _)| !e.is_complete()) {
                     qs.list[e.queue()].sched.forget(e.id(), e.group());
                     if self.groups.borrow_mut().leave(e.group()) {
                         qs.group_ended(e.queue(), e.group());
@@ -297,9 +316,11 @@ impl Core {
                 }
             }
             let mut join_wakers = Vec::new();
-            for (e, w) in entries {
+            for (e, w, deliver) in entries {
                 join_wakers.extend(w);
                 drop(e);
+                // A remote task dropped unfinished: its handle reads Cancelled.
+                drop(deliver);
             }
             for w in join_wakers {
                 w.wake();

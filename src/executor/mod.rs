@@ -10,6 +10,7 @@ pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod eevdf;
 pub(crate) mod inbox;
+pub(crate) mod remote;
 pub(crate) mod run_loop;
 pub(crate) mod task_builder;
 #[cfg(target_arch = "x86_64")]
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use self::core::Core;
 use self::drive::RunUntil;
 use self::inbox::{InboxFlag, Remote};
+use self::remote::RemoteSpawner;
 use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
 use crate::error::{SharesError, SpawnError};
@@ -76,7 +78,7 @@ pub struct Executor<K: QueueKey> {
 }
 
 impl<K: QueueKey> Executor<K> {
-    pub(crate) fn from_parts(core: Rc<Core>, keys: Rc<KeyMap<K>>) -> Self {
+    pub(crate) fn from_parts(core: Rc<Core>, keys: Arc<KeyMap<K>>) -> Self {
         Self {
             spawner: Spawner { core, keys },
         }
@@ -155,6 +157,12 @@ impl<K: QueueKey> Executor<K> {
     /// group (an unknown key is reported by its `spawn`).
     pub fn task(&self, key: K) -> TaskBuilder<'_> {
         self.spawner.task(key)
+    }
+
+    /// A `Send + Sync` handle that spawns `Send` futures onto this
+    /// executor's queues from any thread (see [`RemoteSpawner`]).
+    pub fn remote_spawner(&self) -> RemoteSpawner<K> {
+        RemoteSpawner::new(self.spawner.core.remote.clone(), self.spawner.keys.clone())
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.
@@ -254,7 +262,7 @@ impl<K: QueueKey> fmt::Debug for Executor<K> {
 /// dropped, spawning gives [`SpawnError::Shutdown`].
 pub struct Spawner<K: QueueKey> {
     core: Rc<Core>,
-    keys: Rc<KeyMap<K>>,
+    keys: Arc<KeyMap<K>>,
 }
 
 impl<K: QueueKey> Clone for Spawner<K> {

@@ -34,6 +34,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::core::{bump, Core};
+use super::inbox::RemoteOp;
 use crate::stats::Stall;
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
@@ -382,11 +383,17 @@ impl Core {
     pub(crate) fn boundary(&self) {
         self.attention.set(false);
         if self.remote.has_pending() {
-            let mut ids = Vec::new();
-            self.remote.drain_into(&mut ids);
+            let (mut ids, mut ops) = (Vec::new(), Vec::new());
+            self.remote.drain_into(&mut ids, &mut ops);
             for id in ids {
                 self.tasks.borrow().clear_remote_notified(id);
                 self.wake_local(id);
+            }
+            for op in ops {
+                match op {
+                    RemoteOp::Spawn(spawn) => spawn(self),
+                    RemoteOp::Abort(id) => self.abort(id),
+                }
             }
         }
         if !self.aborts.borrow().is_empty() {

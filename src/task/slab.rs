@@ -26,7 +26,7 @@ use std::task::{Poll, Waker};
 use slab::Slab;
 
 use super::id::{GroupId, TaskId};
-use super::raw::{Finish, OwnedTask};
+use super::raw::{Finish, OwnedTask, RawTask};
 use super::state::{State, TransitionToScheduled};
 use crate::error::JoinError;
 use crate::executor::context;
@@ -75,6 +75,9 @@ pub(crate) struct TaskSlab {
     /// Task names by slot, from the first named spawn on (empty before, so
     /// that unnamed tasks cost nothing).
     names: Vec<Option<Rc<str>>>,
+    /// Deliveries of remotely spawned tasks by slot, from the first remote
+    /// spawn on.
+    deliver: Vec<Option<Deliver>>,
     /// When each task last became runnable (clock ns), for the
     /// wake-to-first-poll histograms; empty unless they are on.
     ready_ns: Vec<u64>,
@@ -117,12 +120,18 @@ struct Completion {
     join_waker: Option<Waker>,
     /// The removed entry of a detached task: dropping it drops the output.
     detached: Option<TaskEntry>,
+    /// A remotely spawned task's delivery to its remote join handle.
+    deliver: Option<Deliver>,
 }
 
 impl Completion {
-    /// Wakes the joiner and drops a detached output. Must run with the
-    /// slab released: both may run user code.
+    /// Delivers a remote task's result, wakes the joiner and drops a
+    /// detached output. Must run with the slab released: all may run user
+    /// code.
     fn settle(self) -> Done {
+        if let (Some(deliver), Some(entry)) = (self.deliver, &self.detached) {
+            deliver(entry.task.raw());
+        }
         if let Some(w) = self.join_waker {
             w.wake();
         }
@@ -131,12 +140,35 @@ impl Completion {
     }
 }
 
+/// Hands a remotely spawned task's result to its remote join handle: called
+/// with the completed task (its result still in the cell), or dropped
+/// uncalled when the task is dropped unfinished (the handle then reads
+/// `Cancelled`).
+pub(crate) type Deliver = Box<dyn FnOnce(RawTask)>;
+
+/// A [`Deliver`] for a task whose output is `T`, passing the result to
+/// `send`.
+pub(crate) fn deliverer<T: 'static>(send: impl FnOnce(Result<T, JoinError>) + 'static) -> Deliver {
+    Box::new(move |raw: RawTask| {
+        let mut out = Poll::Pending;
+        // SAFETY: `Completion::settle` calls this with the removed entry
+        // alive (it owns a reference to the cell), the task COMPLETE and not
+        // RUNNING (its stage holds the result), on the executor thread; the
+        // output type is `T`, checked inside.
+        unsafe { raw.read_output::<T>(&mut out) };
+        if let Poll::Ready(result) = out {
+            send(result);
+        }
+    })
+}
+
 impl TaskSlab {
     pub(crate) fn new() -> Self {
         Self {
             entries: Slab::new(),
             cold: Vec::new(),
             names: Vec::new(),
+            deliver: Vec::new(),
             ready_ns: Vec::new(),
         }
     }
@@ -172,6 +204,24 @@ impl TaskSlab {
             generation,
         });
         (id, group)
+    }
+
+    /// Makes live task `id` a remotely joined one: no local join handle;
+    /// its result goes to `deliver` when it completes.
+    pub(crate) fn set_deliver(&mut self, id: TaskId, deliver: Deliver) {
+        let Some(e) = self.get(id) else {
+            return;
+        };
+        e.update(|st| st.set_join_interest(false));
+        let index = id.index() as usize;
+        if index >= self.deliver.len() {
+            self.deliver.resize_with(index + 1, || None);
+        }
+        self.deliver[index] = Some(deliver);
+    }
+
+    fn take_deliver(&mut self, index: usize) -> Option<Deliver> {
+        self.deliver.get_mut(index).and_then(Option::take)
     }
 
     /// Names task `id` (it must be live).
@@ -317,7 +367,7 @@ impl TaskSlab {
 
     /// Shutdown: removes every entry that is not being polled, with the
     /// waker of its joiner (to wake: the join handle then reads Cancelled).
-    pub(crate) fn drain(&mut self) -> Vec<(TaskEntry, Option<Waker>)> {
+    pub(crate) fn drain(&mut self) -> Vec<(TaskEntry, Option<Waker>, Option<Deliver>)> {
         let keys: Vec<usize> = self
             .entries
             .iter()
@@ -328,7 +378,8 @@ impl TaskSlab {
             .map(|k| {
                 let id = TaskId::new(k as u32, self.entries[k].generation);
                 let join_waker = self.cold[k].join_waker.take();
-                (self.remove(id), join_waker)
+                let deliver = self.take_deliver(k);
+                (self.remove(id), join_waker, deliver)
             })
             .collect()
     }
@@ -352,8 +403,10 @@ impl TaskSlab {
         });
         let (queue, group) = (e.queue(), e.group());
         let join_waker = self.cold[id.index() as usize].join_waker.take();
+        let deliver = self.take_deliver(id.index() as usize);
         let detached = if joined { None } else { Some(self.remove(id)) };
         Completion {
+            deliver,
             done: Done {
                 queue,
                 group,
