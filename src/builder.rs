@@ -10,6 +10,7 @@ use crate::executor::clock::{Clock, SystemClock};
 use crate::executor::core::Core;
 use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
+use crate::stats::Stall;
 
 /// What happens when a task panics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,7 +39,16 @@ pub(crate) struct Config {
     pub(crate) min_run_ns: u64,
     pub(crate) panic_policy: PanicPolicy,
     pub(crate) general_pick: bool,
+    /// Record wake-to-first-poll histograms.
+    pub(crate) latency: bool,
+    /// Stall threshold, ns (`u64::MAX`: no detector).
+    pub(crate) stall_ns: u64,
+    /// One clock read per poll for every queue (latency or stalls on).
+    pub(crate) per_poll_timing: bool,
 }
+
+/// The stall detector's callback.
+pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;
 
 /// Default base slice (EEVDF request): 750 us, the Linux 6.6 base slice on
 /// one CPU (`sysctl_sched_base_slice`).
@@ -82,6 +92,8 @@ pub struct Builder<K> {
     panic_policy: PanicPolicy,
     clock: Option<Box<dyn Clock>>,
     general_pick: bool,
+    latency: bool,
+    stall: Option<(Duration, StallReport)>,
 }
 
 impl<K: QueueKey> Default for Builder<K> {
@@ -103,7 +115,73 @@ impl<K: QueueKey> Builder<K> {
             panic_policy: PanicPolicy::Catch,
             clock: None,
             general_pick: false,
+            latency: false,
+            stall: None,
         }
+    }
+
+    /// Records, per queue, the delay from the instant a task becomes
+    /// runnable (spawned, woken, yielded) to the start of its next poll, in
+    /// a [`LatencyHistogram`](crate::LatencyHistogram) of
+    /// [`QueueStats::wake_latency`](crate::QueueStats::wake_latency).
+    /// Default off: it costs one clock read per poll and one per wake
+    /// (a wake from another thread is stamped when the executor drains its
+    /// inbox).
+    ///
+    /// ```
+    /// use tourbillon::{yield_now, Builder};
+    ///
+    /// let ex = Builder::new().queue("q", 1).latency_histograms(true).build().unwrap();
+    /// ex.block_on(async {
+    ///     let h = ex.spawn("q", async { yield_now().await }).unwrap();
+    ///     h.await.unwrap();
+    /// });
+    /// // Two polls: after the spawn and after the yield.
+    /// assert_eq!(ex.queue_stats("q").unwrap().wake_latency.count(), 2);
+    /// ```
+    pub fn latency_histograms(mut self, on: bool) -> Self {
+        self.latency = on;
+        self
+    }
+
+    /// Reports every poll that runs for at least `threshold` (a task that
+    /// blocks the thread, or computes too long between yields) to
+    /// `report`, with its queue, task id, task name
+    /// ([`TaskBuilder::name`](crate::TaskBuilder::name)) and duration, and
+    /// counts it in [`QueueStats::stalls`](crate::QueueStats::stalls).
+    /// `report` runs on the executor's thread right after the poll; it
+    /// must not panic (a panic there is caught and discarded). Default: no
+    /// detector. With one, the executor reads the clock once per poll.
+    /// `threshold` must be between 1 us and 1 hour.
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// use std::rc::Rc;
+    /// use std::time::Duration;
+    /// use tourbillon::Builder;
+    ///
+    /// let seen = Rc::new(RefCell::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let ex = Builder::new()
+    ///     .queue("q", 1)
+    ///     .stall_detector(Duration::from_millis(5), move |s| log.borrow_mut().push(s.to_string()))
+    ///     .build()
+    ///     .unwrap();
+    /// let h = ex.task("q").name("sleeper").spawn(async {
+    ///     std::thread::sleep(Duration::from_millis(10)); // blocks the executor
+    /// }).unwrap();
+    /// ex.block_on(h).unwrap();
+    /// assert_eq!(seen.borrow().len(), 1);
+    /// assert!(seen.borrow()[0].contains("sleeper"));
+    /// assert_eq!(ex.queue_stats("q").unwrap().stalls, 1);
+    /// ```
+    pub fn stall_detector(
+        mut self,
+        threshold: Duration,
+        report: impl Fn(&Stall) + 'static,
+    ) -> Self {
+        self.stall = Some((threshold, Rc::new(report)));
+        self
     }
 
     /// Declares a queue with `shares` and the default [`RunnableFifo`]
@@ -210,6 +288,14 @@ impl<K: QueueKey> Builder<K> {
                 reason: "must be at most 1 s",
             });
         }
+        if let Some((t, _)) = &self.stall {
+            if *t < us || *t > Duration::from_secs(3600) {
+                return Err(BuildError::InvalidOption {
+                    option: "stall_detector",
+                    reason: "the threshold must be between 1 us and 1 hour",
+                });
+            }
+        }
         if self.max_polls == 0 {
             return Err(BuildError::InvalidOption {
                 option: "max_polls_per_turn",
@@ -245,12 +331,19 @@ impl<K: QueueKey> Builder<K> {
             min_run_ns: self.min_run.as_nanos() as u64,
             panic_policy: self.panic_policy,
             general_pick: self.general_pick,
+            latency: self.latency,
+            stall_ns: self
+                .stall
+                .as_ref()
+                .map_or(u64::MAX, |(t, _)| t.as_nanos() as u64),
+            per_poll_timing: self.latency || self.stall.is_some(),
         };
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
-        let core = Core::new(Queues::new(specs, self.base_slice), clock, cfg);
+        let report = self.stall.map(|(_, r)| r);
+        let core = Core::new(Queues::new(specs, self.base_slice), clock, cfg, report);
         Ok(Executor::from_parts(
             Rc::new(core),
-            Rc::new(KeyMap::new(keys)),
+            std::sync::Arc::new(KeyMap::new(keys)),
         ))
     }
 }
@@ -272,6 +365,8 @@ impl<K: QueueKey> fmt::Debug for Builder<K> {
             .field("preemption", &self.preemption)
             .field("min_run", &self.min_run)
             .field("panic_policy", &self.panic_policy)
+            .field("latency_histograms", &self.latency)
+            .field("stall_threshold", &self.stall.as_ref().map(|(t, _)| t))
             .finish()
     }
 }

@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
-//! Typed errors: configuration ([`BuildError`]), spawning ([`SpawnError`])
-//! and task results ([`JoinError`]).
+//! Typed errors: configuration ([`BuildError`]), spawning ([`SpawnError`]),
+//! reweighting ([`SharesError`]) and task results ([`JoinError`]).
 
 use std::any::Any;
 use std::error::Error;
@@ -112,6 +112,54 @@ impl fmt::Display for SpawnError {
 }
 
 impl Error for SpawnError {}
+
+/// Why [`Executor::set_shares`](crate::Executor::set_shares) refused a
+/// new weight. The queue keeps its old shares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SharesError {
+    /// No queue with this key was declared in the builder.
+    UnknownQueue {
+        /// The key, as `{:?}` prints it.
+        queue: String,
+    },
+    /// Zero shares: a queue's shares must be at least 1.
+    ZeroShares {
+        /// The queue's key, as `{:?}` prints it.
+        queue: String,
+    },
+    /// More than [`MAX_SHARES`](crate::MAX_SHARES).
+    TooManyShares {
+        /// The queue's key, as `{:?}` prints it.
+        queue: String,
+        /// The shares asked for.
+        shares: u32,
+    },
+    /// The executor has been dropped (shut down).
+    Shutdown,
+}
+
+impl fmt::Display for SharesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SharesError::UnknownQueue { queue } => {
+                write!(f, "no queue {queue} was declared in the builder")
+            }
+            SharesError::ZeroShares { queue } => write!(
+                f,
+                "cannot give queue {queue} zero shares: shares must be at least 1"
+            ),
+            SharesError::TooManyShares { queue, shares } => write!(
+                f,
+                "cannot give queue {queue} {shares} shares: the maximum is {}",
+                crate::MAX_SHARES
+            ),
+            SharesError::Shutdown => write!(f, "the executor is shut down"),
+        }
+    }
+}
+
+impl Error for SharesError {}
 
 /// A task did not produce its output: it was cancelled or it panicked.
 ///

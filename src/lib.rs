@@ -18,14 +18,16 @@ pub use builder::{
     Builder, PanicPolicy, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
     DEFAULT_MIN_RUN,
 };
-pub use error::{BuildError, JoinError, SpawnError};
+pub use error::{BuildError, JoinError, SharesError, SpawnError};
 pub use executor::clock::{Clock, ManualClock, SystemClock};
 pub use executor::drive::RunUntil;
+pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
+pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join::JoinHandle;
 pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
 pub use sched::{Las, RunnableFifo, Scheduler};
-pub use stats::{ExecutorStats, QueueStats};
+pub use stats::{ExecutorStats, LatencyHistogram, QueueStats, Stall};
 pub use task::id::{GroupId, TaskId};
 pub use yield_now::{should_yield, yield_maybe, yield_now, YieldNow};

@@ -1,8 +1,18 @@
 #![forbid(unsafe_code)]
 //! Statistics: exact counters kept by the run loop, returned by value as
-//! plain snapshots ([`QueueStats`], [`ExecutorStats`]).
+//! plain snapshots ([`QueueStats`], [`ExecutorStats`]), and the
+//! wake-to-first-poll [`LatencyHistogram`].
+//!
+//! The counters are always on: they are plain integer increments on data
+//! the run loop touches anyway. The histogram and the stall detector need
+//! one clock read per poll, so they are opt-in
+//! ([`Builder::latency_histograms`](crate::Builder::latency_histograms),
+//! [`Builder::stall_detector`](crate::Builder::stall_detector)).
 
+use std::fmt;
 use std::time::Duration;
+
+use crate::task::id::TaskId;
 
 /// Counters of one queue, updated by the run loop (not sampled: exact).
 #[derive(Debug, Default, Clone)]
@@ -14,6 +24,8 @@ pub(crate) struct QueueCounters {
     pub(crate) polls: u64,
     pub(crate) runs: u64,
     pub(crate) service_ns: u64,
+    pub(crate) stalls: u64,
+    pub(crate) wake_latency: LatencyHistogram,
 }
 
 /// A snapshot of one queue.
@@ -52,6 +64,16 @@ pub struct QueueStats {
     /// EEVDF lag in real ns: service owed (positive) or received in excess
     /// (negative). For a queue that is not runnable, the lag it left with.
     pub lag_ns: i64,
+    /// Polls that ran at least the stall threshold
+    /// ([`Builder::stall_detector`](crate::Builder::stall_detector)); 0
+    /// without a detector.
+    pub stalls: u64,
+    /// Wake-to-first-poll delays of its tasks: from the instant a task
+    /// became runnable (spawned, woken, or yielded) to the start of its next
+    /// poll. Empty unless
+    /// [`Builder::latency_histograms`](crate::Builder::latency_histograms)
+    /// is on.
+    pub wake_latency: LatencyHistogram,
 }
 
 /// A snapshot of the whole executor.
@@ -75,4 +97,240 @@ pub struct ExecutorStats {
     pub avg_vruntime: u64,
     /// Per queue, in declaration order.
     pub queues: Vec<QueueStats>,
+}
+
+/// A poll that ran at least the stall threshold, as reported to the
+/// callback of [`Builder::stall_detector`](crate::Builder::stall_detector).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stall {
+    /// The queue's key, as `{:?}` prints it.
+    pub queue: String,
+    /// The queue's index in declaration order.
+    pub queue_index: usize,
+    /// The task whose poll stalled the executor.
+    pub task: TaskId,
+    /// The task's name, if it was spawned with one
+    /// ([`TaskBuilder::name`](crate::TaskBuilder::name)).
+    pub name: Option<String>,
+    /// How long the poll ran.
+    pub duration: Duration,
+}
+
+impl fmt::Display for Stall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {:?}", self.task)?;
+        if let Some(n) = &self.name {
+            write!(f, " ({n})")?;
+        }
+        write!(
+            f,
+            " of queue {} ran {:?} in one poll",
+            self.queue, self.duration
+        )
+    }
+}
+
+/// Sub-buckets per power of two: values are kept to within 1/8 (12.5%).
+const SUB_BITS: u32 = 3;
+const SUB: u64 = 1 << SUB_BITS;
+/// Values at or above 2^40 ns (about 18 minutes) share the last bucket.
+const MAX_EXP: u32 = 40;
+const BUCKETS: usize = (SUB as usize) * (MAX_EXP - SUB_BITS + 1) as usize + 1;
+
+/// A histogram of durations with log-linear buckets (HdrHistogram's layout
+/// with 3 significant bits): values below 8 ns are exact, larger ones fall
+/// in one of 8 buckets per power of two, so a bucket's lower bound is within
+/// 12.5% of every value in it. Count, sum, min and max are exact.
+///
+/// ```
+/// use std::time::Duration;
+/// use tourbillon::LatencyHistogram;
+///
+/// let mut h = LatencyHistogram::new();
+/// for us in [10, 20, 30, 40, 1000] {
+///     h.record(Duration::from_micros(us));
+/// }
+/// assert_eq!(h.count(), 5);
+/// assert_eq!(h.max(), Duration::from_micros(1000));
+/// // The median is 30 us, reported as its bucket's lower bound (28.672 us).
+/// let p50 = h.p50();
+/// assert!(p50 <= Duration::from_micros(30) && p50 * 8 >= Duration::from_micros(30) * 7);
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct LatencyHistogram {
+    counts: Vec<u64>,
+    count: u64,
+    sum_ns: u128,
+    min_ns: u64,
+    max_ns: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// An empty histogram (allocates its buckets at the first record).
+    pub fn new() -> Self {
+        Self {
+            counts: Vec::new(),
+            count: 0,
+            sum_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+        }
+    }
+
+    fn index(ns: u64) -> usize {
+        if ns < SUB {
+            return ns as usize;
+        }
+        let exp = (63 - ns.leading_zeros()).min(MAX_EXP);
+        if exp >= MAX_EXP {
+            return BUCKETS - 1;
+        }
+        let mantissa = (ns >> (exp - SUB_BITS)) - SUB;
+        (SUB * (exp - SUB_BITS + 1) as u64 + mantissa) as usize
+    }
+
+    /// The lower bound of bucket `i`, ns.
+    fn lower(i: usize) -> u64 {
+        let i = i as u64;
+        if i < SUB {
+            return i;
+        }
+        let exp = (i / SUB) as u32 + SUB_BITS - 1;
+        (SUB + i % SUB) << (exp - SUB_BITS)
+    }
+
+    /// Records one value.
+    pub fn record(&mut self, d: Duration) {
+        self.record_ns(d.as_nanos().min(u64::MAX as u128) as u64);
+    }
+
+    #[inline]
+    pub(crate) fn record_ns(&mut self, ns: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        self.counts[Self::index(ns)] += 1;
+        self.count += 1;
+        self.sum_ns += ns as u128;
+        self.min_ns = self.min_ns.min(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Number of values recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Smallest value (zero when empty).
+    pub fn min(&self) -> Duration {
+        Duration::from_nanos(if self.count == 0 { 0 } else { self.min_ns })
+    }
+
+    /// Largest value (zero when empty).
+    pub fn max(&self) -> Duration {
+        Duration::from_nanos(self.max_ns)
+    }
+
+    /// Mean of the values (zero when empty).
+    pub fn mean(&self) -> Duration {
+        if self.count == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos((self.sum_ns / self.count as u128) as u64)
+    }
+
+    /// The `q`-quantile (`q` in 0..=1): the lower bound of the bucket that
+    /// holds the value of rank `ceil(q·count)`, so at most 12.5% below it
+    /// (exact below 8 ns). Zero when empty.
+    pub fn percentile(&self, q: f64) -> Duration {
+        if self.count == 0 {
+            return Duration::ZERO;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Duration::from_nanos(Self::lower(i).max(self.min_ns));
+            }
+        }
+        self.max()
+    }
+
+    /// The median, see [`percentile`](Self::percentile).
+    pub fn p50(&self) -> Duration {
+        self.percentile(0.50)
+    }
+
+    /// The 99th percentile, see [`percentile`](Self::percentile).
+    pub fn p99(&self) -> Duration {
+        self.percentile(0.99)
+    }
+
+    /// The non-empty buckets as `(lower bound, count)`, in increasing order.
+    pub fn buckets(&self) -> impl Iterator<Item = (Duration, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (Duration::from_nanos(Self::lower(i)), c))
+    }
+}
+
+impl fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LatencyHistogram")
+            .field("count", &self.count)
+            .field("min", &self.min())
+            .field("p50", &self.p50())
+            .field("p99", &self.p99())
+            .field("max", &self.max())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_tight() {
+        let mut prev = 0;
+        for i in 1..BUCKETS {
+            let lo = LatencyHistogram::lower(i);
+            assert!(lo > prev, "bucket {i} starts at {lo} <= {prev}");
+            assert_eq!(LatencyHistogram::index(lo), i);
+            assert_eq!(LatencyHistogram::index(lo - 1), i - 1);
+            prev = lo;
+        }
+        for ns in [9u64, 100, 1_000, 123_456, 10_000_000, 999_999_999] {
+            let lo = LatencyHistogram::lower(LatencyHistogram::index(ns));
+            assert!(lo <= ns && ns - lo <= ns / 8, "{ns} -> {lo}");
+        }
+        assert_eq!(LatencyHistogram::index(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn percentiles_by_rank() {
+        let mut h = LatencyHistogram::new();
+        assert_eq!(h.p99(), Duration::ZERO);
+        for ns in 1..=100u64 {
+            h.record_ns(ns * 1024);
+        }
+        assert_eq!(h.count(), 100);
+        assert_eq!(h.min(), Duration::from_nanos(1024));
+        assert_eq!(h.max(), Duration::from_nanos(102_400));
+        let p50 = h.p50().as_nanos() as u64;
+        assert!((50 * 1024 * 7 / 8..=50 * 1024).contains(&p50), "{p50}");
+        let p99 = h.p99().as_nanos() as u64;
+        assert!((99 * 1024 * 7 / 8..=99 * 1024).contains(&p99), "{p99}");
+        assert_eq!(h.buckets().map(|(_, c)| c).sum::<u64>(), 100);
+    }
 }

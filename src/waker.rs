@@ -1,8 +1,9 @@
 //! The task waker: one static `RawWakerVTable` whose data pointer is the task
 //! cell's header.
 //!
-//! * Polls borrow the waker stored in the header: no allocation and no
-//!   reference-count change per poll. Only `clone` (a future keeping the
+//! * Each poll lends the task a waker built from its header pointer (two
+//!   words on the stack): no allocation and no reference-count change per
+//!   poll. Only `clone` (a future keeping the
 //!   waker, e.g. a timer or a channel) touches the atomic count.
 //! * One static table (not one per future type) so that `Waker::will_wake`
 //!   recognises two wakers of the same task (the yield fast path relies on
@@ -19,13 +20,14 @@ use crate::task::raw::{self, Header};
 
 static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
 
-/// Builds the waker stored in a task's header. It does not own a reference:
-/// the header's copy is never dropped.
+/// Builds a task's waker without taking a reference: the caller must never
+/// drop it (it is lent to a poll inside `ManuallyDrop`) and must keep the
+/// task alive while it is used.
 pub(crate) fn task_waker_unowned(header: NonNull<Header>) -> Waker {
     // SAFETY: the vtable's functions uphold the `RawWaker` contract for a
     // pointer to a live task header: `clone` adds a reference, `drop` gives
-    // one up, `wake*` only read the header's `Sync` fields. The stored copy is
-    // never dropped, so it never gives up a reference it does not own.
+    // one up, `wake*` only read the header's `Sync` fields. Callers never drop
+    // this copy, so it never gives up a reference it does not own.
     unsafe { Waker::from_raw(RawWaker::new(header.as_ptr() as *const (), &VTABLE)) }
 }
 
@@ -36,8 +38,9 @@ pub(crate) fn is_task_waker(waker: &Waker) -> bool {
 }
 
 unsafe fn clone(ptr: *const ()) -> RawWaker {
-    // SAFETY: `ptr` is the data of a live waker of ours, whose reference (or
-    // the borrowed header waker's task reference) keeps the header alive.
+    // SAFETY: `ptr` is the data of a live waker of ours, whose reference (or,
+    // for the waker lent to a poll, the slab's reference) keeps the header
+    // alive.
     unsafe { raw::retain(NonNull::new_unchecked(ptr as *mut Header)) };
     RawWaker::new(ptr, &VTABLE)
 }

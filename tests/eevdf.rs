@@ -1,4 +1,4 @@
-//! EEVDF across queues: the oracles E1-E8, E12 and E13 of scheduling.md 8.1,
+//! EEVDF across queues: the oracles E1-E8, E10, E12 and E13 of scheduling.md 8.1,
 //! as exact assertions on the virtual clock of `tests/common`.
 //!
 //! Notation (scheduling.md): `w_i` weight, `W` sum of the weights of the
@@ -929,4 +929,89 @@ fn e4_wake_between_turns_preempts_run_to_parity() {
         MAX_POLLS * C_BG
     );
     drop((bg, fg));
+}
+
+// E10 reweight: queues A and B, weights 1:1, both saturated with 100 us
+// polls. At the first poll boundary at or after t0 = 0.5 s + 330 us (in the
+// middle of a run, where A's lag is not 0) a task changes
+// w_A from 1 to 4 (`set_shares`, from inside a poll). Asserted:
+// * A's lag, in real ns, is the same just before and just after the change
+//   (R10 scales the virtual lag by w/w'; up to the rounding of one division);
+// * over [t0, 1 s), A receives (1 s - t0)·4/5 within E1's tolerance
+//   2·(r_max + p_max), and so does B its 1/5.
+#[test]
+fn e10_reweight_keeps_lag_and_applies_the_new_share() {
+    const T0: u64 = SEC / 2 + 330 * US;
+    let t = SEC;
+    let c = 100 * US;
+    let bound = 2 * (R + c);
+    let sim = Sim::new(2);
+    sim.set_horizon(t);
+    let ex = Rc::new(sim.builder().queue(0, 1).queue(1, 1).build().unwrap());
+    // (t0, S_A(t0), S_B(t0), lag before, lag after)
+    type Change = (u64, u64, u64, i64, i64);
+    let change: Rc<Cell<Option<Change>>> = Rc::new(Cell::new(None));
+    let (ex2, ch) = (Rc::downgrade(&ex), change.clone());
+    sim.set_hook(move |sim, _, _, now| {
+        if now >= T0 && ch.get().is_none() {
+            let ex = ex2.upgrade().unwrap();
+            let before = ex.queue_stats(0).unwrap().lag_ns;
+            ex.set_shares(0, 4).unwrap();
+            let after = ex.queue_stats(0).unwrap().lag_ns;
+            ch.set(Some((now, sim.service(0), sim.service(1), before, after)));
+        }
+    });
+    let hs: Vec<_> = (0..2)
+        .map(|q| ex.spawn(q, sim.worker(q, 0, t, move |_| c)).unwrap())
+        .collect();
+    sim.drive(&ex);
+    assert!(hs.iter().all(|h| h.is_finished()));
+    let (t0, a0, b0, before, after) = change.get().expect("the reweight happened");
+    assert!(t0 >= T0 && t0 < T0 + c, "changed at {t0}");
+    // Mid-run, so that there is a lag to keep (0 would prove nothing).
+    assert_ne!(before, 0, "no lag at the change point");
+    assert!(
+        (after - before).abs() <= 4,
+        "lag of A changed across the reweight: {before} -> {after} ns"
+    );
+    assert_eq!(ex.queue_stats(0).unwrap().shares, 4);
+    let span = (t - t0) as i128;
+    for (q, s0, w) in [(0, a0, 4i128), (1, b0, 1i128)] {
+        let got = (sim.service(q) - s0) as i128;
+        let want = span * w / 5;
+        assert!(
+            (got - want).abs() <= bound as i128,
+            "queue {q} after the reweight: {got} ns of service, want {want} +- {bound}"
+        );
+    }
+}
+
+// Reweighting refuses bad input with a typed error and keeps the old
+// weight: zero, above MAX_SHARES, unknown key, after shutdown.
+#[test]
+fn e10_reweight_rejects_bad_shares() {
+    use tourbillon::{SharesError, MAX_SHARES};
+    let ex = Builder::new().queue("a", 3).build().unwrap();
+    let h = ex.queue("a").unwrap();
+    assert_eq!(
+        ex.set_shares("a", 0),
+        Err(SharesError::ZeroShares {
+            queue: "\"a\"".into()
+        })
+    );
+    assert!(matches!(
+        h.set_shares(MAX_SHARES + 1),
+        Err(SharesError::TooManyShares { shares, .. }) if shares == MAX_SHARES + 1
+    ));
+    assert!(matches!(
+        ex.set_shares("b", 1),
+        Err(SharesError::UnknownQueue { .. })
+    ));
+    assert_eq!(ex.queue_stats("a").unwrap().shares, 3);
+    assert_eq!(
+        ex.set_shares("a", 0).unwrap_err().to_string(),
+        "cannot give queue \"a\" zero shares: shares must be at least 1"
+    );
+    drop(ex);
+    assert_eq!(h.set_shares(2), Err(SharesError::Shutdown));
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use super::clock::Clock;
 use super::inbox::Remote;
 use super::run_loop::RunState;
-use crate::builder::{Config, PanicPolicy};
-use crate::error::SpawnError;
+use crate::builder::{Config, PanicPolicy, StallReport};
+use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::Queues;
 use crate::stats::{ExecutorStats, QueueStats};
@@ -59,10 +59,17 @@ pub(crate) struct Core {
     pub(crate) nested: Cell<bool>,
     pub(crate) groups: RefCell<Groups>,
     pub(crate) counters: ExecCounters,
+    /// The stall detector's callback, if any.
+    pub(crate) stall_report: Option<StallReport>,
 }
 
 impl Core {
-    pub(crate) fn new(queues: Queues, clock: Box<dyn Clock>, cfg: Config) -> Self {
+    pub(crate) fn new(
+        queues: Queues,
+        clock: Box<dyn Clock>,
+        cfg: Config,
+        stall_report: Option<StallReport>,
+    ) -> Self {
         Self {
             tasks: RefCell::new(TaskSlab::new()),
             queues: RefCell::new(queues),
@@ -80,6 +87,7 @@ impl Core {
             nested: Cell::new(false),
             groups: RefCell::new(Groups::default()),
             counters: ExecCounters::default(),
+            stall_report,
         }
     }
 
@@ -99,14 +107,53 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
+        self.spawn_named(q, group, None, future)
+    }
+
+    /// [`spawn`](Self::spawn) with a task name (for stall reports).
+    pub(crate) fn spawn_named<F>(
+        self: &Rc<Self>,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let id = self.spawn_raw(q, group, name, future)?;
+        Ok(JoinHandle::new(self.clone(), id))
+    }
+
+    /// Stores and queues a new task; the caller makes its join handle (or
+    /// its remote delivery).
+    pub(crate) fn spawn_raw<F>(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        future: F,
+    ) -> Result<TaskId, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);
         }
         let group = group.map(|key| self.groups.borrow_mut().join(key));
-        let (id, group) = self
-            .tasks
-            .borrow_mut()
-            .insert(future, q, group, &self.remote);
+        let (id, group) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let (id, group) = tasks.insert(future, q, group, &self.remote);
+            if let Some(name) = name {
+                tasks.set_name(id, name);
+            }
+            if self.cfg.latency {
+                tasks.set_ready(id, self.clock.now_ns());
+            }
+            (id, group)
+        };
         let activated = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.spawned += 1;
@@ -115,7 +162,7 @@ impl Core {
         if activated {
             self.on_activation();
         }
-        Ok(JoinHandle::new(self.clone(), id))
+        Ok(id)
     }
 
     /// Spawns onto the queue of the running task (queue 0 from the main
@@ -154,6 +201,9 @@ impl Core {
     pub(crate) fn wake_local(&self, id: TaskId) {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {
+            if self.cfg.latency {
+                self.tasks.borrow_mut().set_ready(id, self.clock.now_ns());
+            }
             self.push_task(q, id, group);
         }
     }
@@ -181,6 +231,40 @@ impl Core {
         }
     }
 
+    /// Gives queue `q` a new weight, keeping its lag and its relative
+    /// deadline (R10). A run in progress is charged first, at the old
+    /// weights, so that the change applies from this instant on.
+    pub(crate) fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError> {
+        let name = || self.queues.borrow().list[q].name.clone();
+        if shares == 0 {
+            return Err(SharesError::ZeroShares { queue: name() });
+        }
+        if shares > crate::MAX_SHARES {
+            return Err(SharesError::TooManyShares {
+                queue: name(),
+                shares,
+            });
+        }
+        if self.shutdown.get() {
+            return Err(SharesError::Shutdown);
+        }
+        let running = self.run.queue.get();
+        if let Some(c) = running {
+            self.checkpoint(c);
+        }
+        {
+            let mut qs = self.queues.borrow_mut();
+            qs.eevdf.set_weight(q, shares as u64);
+            qs.list[q].shares = shares;
+        }
+        if let Some(c) = running {
+            // The running queue's slice left, in real time, changed.
+            self.reset_countdown(c);
+            self.update_stop();
+        }
+        Ok(())
+    }
+
     pub(crate) fn stats(&self) -> ExecutorStats {
         let qs = self.queues.borrow();
         let queues = (0..qs.list.len()).map(|i| queue_stats(&qs, i)).collect();
@@ -206,7 +290,9 @@ impl Core {
         if self.shutdown.replace(true) {
             return;
         }
-        self.remote.close();
+        // Spawn ops that never ran: dropped here, their join handles read
+        // Cancelled.
+        drop(self.remote.close());
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
         let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
@@ -222,7 +308,7 @@ impl Core {
                 let mut qs = self.queues.borrow_mut();
                 // A completed entry (an unread output) already ended for its
                 // scheduler: `polled(finished)` and `group_ended` were called.
-                for (e, _) in entries.iter().filter(|(e, _)| !e.is_complete()) {
+                for (e, _, _) in entries.iter().filter(|(e, _, _)| !e.is_complete()) {
                     qs.list[e.queue()].sched.forget(e.id(), e.group());
                     if self.groups.borrow_mut().leave(e.group()) {
                         qs.group_ended(e.queue(), e.group());
@@ -230,9 +316,11 @@ impl Core {
                 }
             }
             let mut join_wakers = Vec::new();
-            for (e, w) in entries {
+            for (e, w, deliver) in entries {
                 join_wakers.extend(w);
                 drop(e);
+                // A remote task dropped unfinished: its handle reads Cancelled.
+                drop(deliver);
             }
             for w in join_wakers {
                 w.wake();
@@ -260,6 +348,8 @@ fn queue_stats(qs: &Queues, i: usize) -> QueueStats {
         vruntime: e.v,
         deadline: e.d,
         lag_ns: qs.eevdf.lag_ns(i),
+        stalls: st.counters.stalls,
+        wake_latency: st.counters.wake_latency.clone(),
     }
 }
 

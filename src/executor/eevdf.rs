@@ -216,9 +216,17 @@ impl Eevdf {
     /// The eligible runnable queue with the earliest deadline, ties to the
     /// lower index.
     pub(crate) fn earliest_eligible(&self) -> Option<usize> {
+        // R3 for every queue from one pass of sums (linear in the number of
+        // queues, not quadratic): `Σ_j (v_j - v_i)·w_j = S - (v_i - v0)·W`
+        // with `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j`, exactly.
+        let (mut sum, mut load) = (0i128, 0i128);
+        for e in self.ents.iter().filter(|e| e.runnable) {
+            sum += rel(e.v, self.v0) as i128 * e.weight as i128;
+            load += e.weight as i128;
+        }
         let mut best: Option<usize> = None;
         for (i, e) in self.ents.iter().enumerate() {
-            if !e.runnable || !self.eligible(i) {
+            if !e.runnable || sum - rel(e.v, self.v0) as i128 * load < 0 {
                 continue;
             }
             match best {
@@ -298,9 +306,6 @@ impl Eevdf {
         self.ents[i].v_saved = self.avg_vruntime();
     }
 
-    // Run-time reweighting is not exposed by the executor yet; the rule is
-    // implemented and tested here.
-    #[allow(dead_code)]
     /// R10: changes the weight of `i`, keeping its lag and relative deadline.
     pub(crate) fn set_weight(&mut self, i: usize, weight: u64) {
         debug_assert!(weight > 0);
@@ -409,6 +414,39 @@ mod tests {
             .sum();
         let w: i128 = t.ents.iter().map(|e| e.weight as i128).sum();
         assert!(s <= 0 && s > -w, "sum {s}");
+    }
+
+    /// The one-pass eligibility test of `earliest_eligible` agrees with
+    /// R3 (`eligible`) on random tables, wrapping vruntimes included.
+    #[test]
+    fn earliest_eligible_agrees_with_pairwise_r3() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2_000 {
+            let n = 1 + (next() % 12) as usize;
+            let base = next();
+            let ents: Vec<Entity> = (0..n)
+                .map(|_| {
+                    let mut e = Entity::new(1 + next() % 10_000, 750_000);
+                    e.v = base.wrapping_add(next() % 1_000_000_000);
+                    e.d = e.v.wrapping_add(next() % 10_000_000);
+                    e.runnable = next() % 4 != 0;
+                    e
+                })
+                .collect();
+            let mut t = Eevdf::new(ents);
+            t.runnable = t.ents.iter().filter(|e| e.runnable).count();
+            t.v0 = base;
+            let brute = (0..n)
+                .filter(|&i| t.ents[i].runnable && t.eligible(i))
+                .min_by(|&a, &b| rel(t.ents[a].d, t.ents[b].d).cmp(&0).then(a.cmp(&b)));
+            assert_eq!(t.earliest_eligible(), brute);
+        }
     }
 
     #[test]

@@ -11,13 +11,32 @@
 //! the waker sees the registered host waker (and `Thread::unpark` before
 //! `park` makes `park` return at once).
 
+use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
-
-use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use std::task::Waker;
 
+use super::core::Core;
+use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use crate::task::id::TaskId;
+
+/// Work sent to the executor from another thread, done on the executor's
+/// thread at its next poll boundary.
+pub(crate) enum RemoteOp {
+    /// A remote spawn: the closure spawns its (`Send`) future.
+    Spawn(Box<dyn FnOnce(&Core) + Send>),
+    /// A remote `abort()` of a task spawned remotely.
+    Abort(TaskId),
+}
+
+impl fmt::Debug for RemoteOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoteOp::Spawn(_) => f.write_str("Spawn"),
+            RemoteOp::Abort(id) => f.debug_tuple("Abort").field(id).finish(),
+        }
+    }
+}
 
 /// A task's "already in the inbox" flag: several foreign wakes before the
 /// executor drains the inbox enqueue the task once.
@@ -43,6 +62,9 @@ impl InboxFlag for AtomicBool {
 #[derive(Debug, Default)]
 pub(crate) struct Remote {
     ids: Mutex<Vec<TaskId>>,
+    /// Remote spawns and aborts; `closed` is checked and set under this
+    /// lock, so that no op is queued after `close` drained them.
+    ops: Mutex<Vec<RemoteOp>>,
     pending: AtomicBool,
     host: Mutex<Option<Waker>>,
     closed: AtomicBool,
@@ -69,6 +91,21 @@ impl Remote {
         self.wake_host();
     }
 
+    /// Queues an op for the executor's thread and wakes the host. Gives the
+    /// op back if the executor is shut down.
+    pub(crate) fn push_op(&self, op: RemoteOp) -> Result<(), RemoteOp> {
+        {
+            let mut ops = lock(&self.ops);
+            if self.closed.load(Ordering::Acquire) {
+                return Err(op);
+            }
+            ops.push(op);
+        }
+        self.pending.store(true, Ordering::Release);
+        self.wake_host();
+        Ok(())
+    }
+
     /// Wakes whatever drives the executor (thread unpark or host waker).
     pub(crate) fn wake_host(&self) {
         let host = lock(&self.host).clone();
@@ -92,22 +129,30 @@ impl Remote {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Moves the queued ids into `out`.
-    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>) {
+    /// Moves the queued ids into `out` and the queued ops into `ops`.
+    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<RemoteOp>) {
         if self
             .pending
             .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
             out.append(&mut lock(&self.ids));
+            ops.append(&mut lock(&self.ops));
         }
     }
 
-    /// The executor is gone: later wakes are dropped.
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+    /// The executor is gone: later wakes and ops are refused. Returns the
+    /// ops that were waiting, for the caller to drop (with no lock held:
+    /// dropping a spawn op resolves its join handle to cancelled).
+    pub(crate) fn close(&self) -> Vec<RemoteOp> {
+        let ops = {
+            let mut ops = lock(&self.ops);
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut *ops)
+        };
         lock(&self.ids).clear();
         *lock(&self.host) = None;
+        ops
     }
 }
 
@@ -124,20 +169,20 @@ mod tests {
         r.push(id, &flag);
         r.push(id, &flag);
         let mut out = vec![];
-        r.drain_into(&mut out);
+        r.drain_into(&mut out, &mut vec![]);
         assert_eq!(out, vec![id]);
         assert!(!r.has_pending());
         let _ = flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire);
         r.push(id, &flag);
         out.clear();
-        r.drain_into(&mut out);
+        r.drain_into(&mut out, &mut vec![]);
         assert_eq!(out, vec![id]);
     }
 
     #[test]
     fn closed_inbox_ignores_wakes() {
         let r = Arc::new(Remote::default());
-        r.close();
+        assert!(r.close().is_empty());
         r.push(TaskId::new(0, 0), &AtomicBool::new(false));
         assert!(!r.has_pending());
     }
@@ -178,7 +223,7 @@ mod loom_tests {
             let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
             remote.set_host(&host);
             let mut out = Vec::new();
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             let would_park = out.is_empty() && !remote.has_pending();
             t.join().unwrap();
 
@@ -189,7 +234,7 @@ mod loom_tests {
                 );
             }
             // Whatever happened, the id is delivered exactly once.
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             assert_eq!(out, vec![TaskId::new(1, 0)]);
         });
     }
@@ -212,14 +257,14 @@ mod loom_tests {
                 t.join().unwrap();
             }
             let mut out = Vec::new();
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             assert_eq!(out.len(), 1, "two wakes before a drain enqueue once");
             let _ = flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire);
             let (r, f) = (remote.clone(), flag.clone());
             let late = thread::spawn(move || r.push(TaskId::new(1, 0), &*f));
             late.join().unwrap();
             out.clear();
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             assert_eq!(out.len(), 1, "a wake after the drain is queued again");
         });
     }
@@ -233,10 +278,10 @@ mod loom_tests {
             let flag = Arc::new(AtomicBool::new(false));
             let (r2, f2) = (remote.clone(), flag.clone());
             let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &*f2));
-            remote.close();
+            let _ = remote.close();
             t.join().unwrap();
             let mut out = Vec::new();
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             assert!(out.len() <= 1);
         });
     }
@@ -279,7 +324,7 @@ mod loom_tests {
                 waker.wake(); // a second wake before the drain: merged
             });
             let mut out = Vec::new();
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             for _ in out.drain(..) {
                 task.header().clear_notified();
             }
@@ -287,7 +332,7 @@ mod loom_tests {
             t.join().unwrap();
             assert_eq!(FUTURE_DROPS.load(Ordering::SeqCst) - drops_before, 1);
             assert_eq!(DEALLOCS.load(Ordering::SeqCst) - before, 1, "freed once");
-            remote.drain_into(&mut out);
+            remote.drain_into(&mut out, &mut Vec::new());
             assert!(out.len() <= 1, "two wakes enqueued the task twice");
         });
     }

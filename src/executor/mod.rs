@@ -10,7 +10,9 @@ pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod eevdf;
 pub(crate) mod inbox;
+pub(crate) mod remote;
 pub(crate) mod run_loop;
+pub(crate) mod task_builder;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod tsc;
 
@@ -22,8 +24,10 @@ use std::sync::Arc;
 use self::core::Core;
 use self::drive::RunUntil;
 use self::inbox::{InboxFlag, Remote};
+use self::remote::RemoteSpawner;
+use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
-use crate::error::SpawnError;
+use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
@@ -74,7 +78,7 @@ pub struct Executor<K: QueueKey> {
 }
 
 impl<K: QueueKey> Executor<K> {
-    pub(crate) fn from_parts(core: Rc<Core>, keys: Rc<KeyMap<K>>) -> Self {
+    pub(crate) fn from_parts(core: Rc<Core>, keys: Arc<KeyMap<K>>) -> Self {
         Self {
             spawner: Spawner { core, keys },
         }
@@ -128,6 +132,37 @@ impl<K: QueueKey> Executor<K> {
         F::Output: 'static,
     {
         self.spawner.spawn_in_group(key, group, future)
+    }
+
+    /// Changes the shares (weight) of the queue `key` at run time, from
+    /// inside a task or from outside. The queue keeps what it is owed or
+    /// owes (its lag) and its relative deadline, scaled to the new weight
+    /// (EEVDF's reweight, as Linux's `reweight_entity`): CPU time splits by
+    /// the new weights from this instant on, with no burst and no loss.
+    ///
+    /// ```
+    /// use tourbillon::{Builder, SharesError};
+    ///
+    /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
+    /// ex.set_shares("bg", 4).unwrap();
+    /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
+    /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
+    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue { .. })));
+    /// ```
+    pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
+        self.spawner.set_shares(key, shares)
+    }
+
+    /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
+    /// group (an unknown key is reported by its `spawn`).
+    pub fn task(&self, key: K) -> TaskBuilder<'_> {
+        self.spawner.task(key)
+    }
+
+    /// A `Send + Sync` handle that spawns `Send` futures onto this
+    /// executor's queues from any thread (see [`RemoteSpawner`]).
+    pub fn remote_spawner(&self) -> RemoteSpawner<K> {
+        RemoteSpawner::new(self.spawner.core.remote.clone(), self.spawner.keys.clone())
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.
@@ -227,7 +262,7 @@ impl<K: QueueKey> fmt::Debug for Executor<K> {
 /// dropped, spawning gives [`SpawnError::Shutdown`].
 pub struct Spawner<K: QueueKey> {
     core: Rc<Core>,
-    keys: Rc<KeyMap<K>>,
+    keys: Arc<KeyMap<K>>,
 }
 
 impl<K: QueueKey> Clone for Spawner<K> {
@@ -254,6 +289,24 @@ impl<K: QueueKey> Spawner<K> {
     {
         let q = self.index(key)?;
         self.core.spawn(q, None, future)
+    }
+
+    /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
+    /// group.
+    pub fn task(&self, key: K) -> TaskBuilder<'_> {
+        TaskBuilder::new(&self.core, self.index(key))
+    }
+
+    /// Changes the shares of the queue `key` (see
+    /// [`Executor::set_shares`]).
+    pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
+        let q = self
+            .keys
+            .get(&key)
+            .ok_or_else(|| SharesError::UnknownQueue {
+                queue: format!("{key:?}"),
+            })?;
+        self.core.set_shares(q, shares)
     }
 
     /// Spawns `future` onto the queue `key` in the group `group` (see

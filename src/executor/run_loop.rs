@@ -29,10 +29,13 @@
 //! (`max_polls` polls or `host_yield_interval`, R8d).
 
 use std::cell::Cell;
-use std::panic::resume_unwind;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::time::Duration;
 
 use super::core::{bump, Core};
+use super::inbox::RemoteOp;
+use crate::stats::Stall;
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
 use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
@@ -58,12 +61,19 @@ pub(crate) struct RunState {
     pub(crate) last_ns: Cell<u64>,
     pub(crate) run_start_ns: Cell<u64>,
     pub(crate) turn_start_ns: Cell<u64>,
-    /// Polls since the last checkpoint.
-    pub(crate) polls_since_check: Cell<u32>,
-    /// Polls before the next checkpoint (amortised mode).
+    /// Polls before the next checkpoint (amortised mode); counted down by
+    /// one per poll.
     pub(crate) countdown: Cell<u32>,
-    /// Polls left in this turn.
+    /// `countdown` as the last checkpoint set it: the polls since that
+    /// checkpoint are `countdown_set - countdown`.
+    pub(crate) countdown_set: Cell<u32>,
+    /// Polls left in this turn, as of the last checkpoint (`countdown`
+    /// never exceeds it, so the turn's last poll is a checkpoint).
     pub(crate) polls_left: Cell<u32>,
+    /// The run ends at this poll boundary: the one flag the run loop reads
+    /// per poll, recomputed ([`Core::update_stop`]) wherever one of its
+    /// causes changes (checkpoint, placement, `should_yield`).
+    pub(crate) stop: Cell<bool>,
     pub(crate) slice_over: Cell<bool>,
     pub(crate) turn_over: Cell<bool>,
     pub(crate) preempt: Cell<bool>,
@@ -142,27 +152,32 @@ impl Core {
     /// Runs queue `q` until a boundary ends the run. Returns `true` when
     /// the turn's budget is spent.
     fn run_queue(&self, q: usize) -> bool {
-        let timing = {
+        let sched_timing = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.runs += 1;
             qs.list[q].timing
         };
+        // Per-poll durations: for a timing scheduler, the stall detector
+        // and the latency histograms.
+        let timing = sched_timing || self.cfg.per_poll_timing;
+        let latency = self.cfg.latency;
+        let stall_ns = self.cfg.stall_ns;
         bump(&self.counters.runs);
         // Exact slice ends (a clock read and an EEVDF charge after every
-        // poll) only with a cheap clock; a timing scheduler on a real clock
-        // gets its per-poll durations from one clock read per poll, while
-        // the EEVDF charge stays amortised.
+        // poll) only with a cheap clock; per-poll durations on a real clock
+        // come from one clock read per poll, while the EEVDF charge stays
+        // amortised.
         let precise = self.cheap_clock;
         let mut poll_start = self.run.last_ns.get();
         let r = &self.run;
         r.queue.set(Some(q));
         r.run_start_ns.set(r.last_ns.get());
-        r.polls_since_check.set(0);
         r.slice_over.set(false);
         r.preempt.set(false);
         r.preempt_at.set(None);
         r.end_requested.set(false);
-        r.countdown.set(self.countdown(q));
+        r.stop.set(false);
+        self.reset_countdown(q);
         let propagate = self.propagate_panics();
         let defer_yields = self.nested.get();
         let mut panic = None;
@@ -182,18 +197,28 @@ impl Core {
                 // reading is this poll's start.
                 poll_start = r.last_ns.get();
             }
+            let this_start = poll_start;
+            // Read before the poll: a task that completes is removed.
+            let ready = if latency {
+                self.tasks.borrow().ready_ns(id)
+            } else {
+                None
+            };
+            let name = if stall_ns != u64::MAX {
+                self.tasks.borrow().name(id)
+            } else {
+                None
+            };
             let polled = poll_task(&self.tasks, id, propagate, defer_yields);
             if let Polled::Stale = polled {
                 continue;
             }
             polls += 1;
-            r.polls_left.set(r.polls_left.get() - 1);
-            r.polls_since_check.set(r.polls_since_check.get() + 1);
-            let countdown = r.countdown.get();
-            if precise || countdown <= 1 {
+            // `countdown >= 1` before every poll (see `countdown`).
+            let countdown = r.countdown.get() - 1;
+            r.countdown.set(countdown);
+            if precise || countdown == 0 {
                 self.checkpoint(q);
-            } else {
-                r.countdown.set(countdown - 1);
             }
             // The whole poll, even if `should_yield` charged part of it
             // from inside the poll: one clock read per poll, shared with the
@@ -201,15 +226,22 @@ impl Core {
             let elapsed = if !timing {
                 None
             } else if precise {
-                Some(Duration::from_nanos(
-                    r.last_ns.get().saturating_sub(poll_start),
-                ))
+                Some(r.last_ns.get().saturating_sub(this_start))
             } else {
                 let now = self.clock.now_ns();
-                let d = now.saturating_sub(poll_start);
                 poll_start = now;
-                Some(Duration::from_nanos(d))
+                Some(now.saturating_sub(this_start))
             };
+            if let Some(ready) = ready {
+                self.queues.borrow_mut().list[q]
+                    .counters
+                    .wake_latency
+                    .record_ns(this_start.saturating_sub(ready));
+            }
+            if let Some(ns) = elapsed.filter(|&ns| ns >= stall_ns) {
+                self.report_stall(q, id, name, ns);
+            }
+            let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
             match polled {
                 Polled::Pending { group, next } => {
                     // The contract: `polled` after every poll, then the
@@ -220,28 +252,27 @@ impl Core {
                     self.queues.borrow_mut().list[q].sched.polled_pending(
                         id,
                         group,
-                        elapsed,
+                        sched_elapsed,
                         next == Next::Requeue,
                     );
                     if next == Next::Defer {
                         self.deferred.borrow_mut().push(id);
                     }
+                    if latency && next != Next::Wait {
+                        // Runnable again from the end of this poll.
+                        let end = this_start + elapsed.unwrap_or(0);
+                        self.tasks.borrow_mut().set_ready(id, end);
+                    }
                 }
                 Polled::Done(done) => {
-                    panic = self.finish(id, done, elapsed, true);
+                    panic = self.finish(id, done, sched_elapsed, true);
                 }
                 Polled::Stale => unreachable!("handled above"),
             }
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
             }
-            if panic.is_some()
-                || r.polls_left.get() == 0
-                || r.turn_over.get()
-                || r.preempt.get()
-                || r.end_requested.get()
-                || (r.slice_over.get() && self.contended())
-            {
+            if panic.is_some() || r.stop.get() {
                 break;
             }
         }
@@ -257,7 +288,7 @@ impl Core {
     /// Ends the run of `q`: charges the rest, departs if empty (R7).
     fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
-        if r.polls_since_check.get() > 0 {
+        if r.countdown_set.get() != r.countdown.get() {
             self.checkpoint(q);
         }
         {
@@ -282,7 +313,8 @@ impl Core {
         let r = &self.run;
         let delta = now.saturating_sub(r.last_ns.get());
         r.last_ns.set(now);
-        let polls = r.polls_since_check.replace(0);
+        let polls = r.countdown_set.get() - r.countdown.get();
+        r.polls_left.set(r.polls_left.get().saturating_sub(polls));
         {
             let mut qs = self.queues.borrow_mut();
             if qs.eevdf.charge(q, delta) {
@@ -305,8 +337,29 @@ impl Core {
         if r.preempt_at.get().is_some_and(|at| now >= at) {
             r.preempt.set(true);
         }
-        r.countdown.set(self.countdown(q));
+        self.reset_countdown(q);
+        self.update_stop();
         delta
+    }
+
+    /// Whether the run in progress must end at this poll boundary.
+    pub(crate) fn update_stop(&self) {
+        let r = &self.run;
+        r.stop.set(
+            r.polls_left.get() == 0
+                || r.turn_over.get()
+                || r.preempt.get()
+                || r.end_requested.get()
+                || (r.slice_over.get() && self.contended()),
+        );
+    }
+
+    /// Sets the countdown to the next checkpoint; only right after a
+    /// checkpoint (or at a run's start), when no poll is uncharged.
+    pub(crate) fn reset_countdown(&self, q: usize) {
+        let n = self.countdown(q);
+        self.run.countdown.set(n);
+        self.run.countdown_set.set(n);
     }
 
     /// Polls that fit before the next needed checkpoint (amortised mode).
@@ -330,11 +383,17 @@ impl Core {
     pub(crate) fn boundary(&self) {
         self.attention.set(false);
         if self.remote.has_pending() {
-            let mut ids = Vec::new();
-            self.remote.drain_into(&mut ids);
+            let (mut ids, mut ops) = (Vec::new(), Vec::new());
+            self.remote.drain_into(&mut ids, &mut ops);
             for id in ids {
                 self.tasks.borrow().clear_remote_notified(id);
                 self.wake_local(id);
+            }
+            for op in ops {
+                match op {
+                    RemoteOp::Spawn(spawn) => spawn(self),
+                    RemoteOp::Abort(id) => self.abort(id),
+                }
             }
         }
         if !self.aborts.borrow().is_empty() {
@@ -397,9 +456,14 @@ impl Core {
             qs.pending = pending;
         }
         drop(qs);
-        if let (Some(c), Some(_)) = (cur, r.preempt_at.get()) {
-            // Amortised clock reads: check again when min_run is over.
-            r.countdown.set(self.countdown(c));
+        if let Some(c) = cur {
+            if r.preempt_at.get().is_some() {
+                // Amortised clock reads: check again when min_run is over
+                // (the checkpoint above charged every poll so far).
+                self.reset_countdown(c);
+            }
+            // A placed queue may contend with a used-up slice, or preempt.
+            self.update_stop();
         }
     }
 
@@ -438,6 +502,27 @@ impl Core {
         panic
     }
 
+    /// A poll ran at least the stall threshold: count it and tell the
+    /// callback (no borrow held; a panic of the callback is discarded).
+    #[cold]
+    fn report_stall(&self, q: usize, id: TaskId, name: Option<Rc<str>>, ns: u64) {
+        let queue = {
+            let mut qs = self.queues.borrow_mut();
+            qs.list[q].counters.stalls += 1;
+            qs.list[q].name.clone()
+        };
+        if let Some(report) = &self.stall_report {
+            let stall = Stall {
+                queue,
+                queue_index: q,
+                task: id,
+                name: name.map(|n| n.to_string()),
+                duration: Duration::from_nanos(ns),
+            };
+            let _ = catch_unwind(AssertUnwindSafe(|| report(&stall)));
+        }
+    }
+
     /// `should_yield()`: would the current run end at this boundary?
     pub(crate) fn should_yield(&self) -> bool {
         if !self.driving.get() || !super::context::in_task_poll() {
@@ -455,6 +540,7 @@ impl Core {
             || (r.slice_over.get() && self.contended());
         if yes {
             r.end_requested.set(true);
+            r.stop.set(true);
         }
         yes
     }

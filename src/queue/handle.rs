@@ -5,8 +5,9 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
-use crate::error::SpawnError;
+use crate::error::{SharesError, SpawnError};
 use crate::executor::core::Core;
+use crate::executor::task_builder::TaskBuilder;
 use crate::join::JoinHandle;
 
 /// A cheap, clonable handle to one queue of an executor (`!Send`, like the
@@ -41,6 +42,17 @@ impl QueueHandle {
         F::Output: 'static,
     {
         self.core.spawn(self.index, Some(group), future)
+    }
+
+    /// A [`TaskBuilder`] to spawn onto this queue with a name or a group.
+    pub fn task(&self) -> TaskBuilder<'_> {
+        TaskBuilder::new(&self.core, Ok(self.index))
+    }
+
+    /// Changes this queue's shares (see
+    /// [`Executor::set_shares`](crate::Executor::set_shares)).
+    pub fn set_shares(&self, shares: u32) -> Result<(), SharesError> {
+        self.core.set_shares(self.index, shares)
     }
 
     /// The queue's index in declaration order.

@@ -5,15 +5,16 @@
 //! * [`TaskId`](id::TaskId): slab index + generation. Held by schedulers,
 //!   join handles and inbox entries; never dangles (a stale id simply finds
 //!   no entry, or an entry of another generation).
-//! * `TaskEntry` (`slab.rs`): the executor's record of a live task (state
-//!   bits, queue, group, join waker) and the owner of one reference to the
-//!   task cell.
+//! * `TaskEntry` (`slab.rs`): the executor's record of a live task (its
+//!   generation; the join waker beside it) and the owner of one reference
+//!   to the task cell.
 //! * `OwnedTask` / `RawTask` (`raw.rs`): an owning / a borrowed pointer to
-//!   the heap cell that holds the header and the future or its result.
-//! * `Waker`: the header's own waker is lent to every poll; clones own a
-//!   reference each and may travel to any thread.
+//!   the heap cell that holds the header (id, queue, group, state bits) and
+//!   the future or its result.
+//! * `Waker`: a waker built from the header pointer is lent to every poll;
+//!   clones own a reference each and may travel to any thread.
 //!
-//! # State bits (`state.rs`, executor thread only)
+//! # State bits (`state.rs`, in the header, executor thread only)
 //!
 //! `SCHEDULED` (in a scheduler or the deferred list), `RUNNING` (being
 //! polled: the lock on the stage and the entry), `NOTIFIED` (woken during

@@ -1,14 +1,15 @@
 //! The type-erased task cell: one heap allocation per task holding the
-//! header (reference count, vtable, id, the task's waker) and the stage
-//! (the future, then its result).
+//! header (reference count, vtable, id, queue, group, state bits) and the
+//! stage (the future, then its result).
 //!
 //! This file and `waker.rs` are the only places that hold `unsafe` code
 //! besides the poll harness in `task/slab.rs`. The invariants:
 //!
 //! * **Liveness.** The cell is freed when the reference count drops to zero.
 //!   The slab entry owns one reference ([`OwnedTask`]); every cloned `Waker`
-//!   owns one. The waker stored in the header does not count (it is never
-//!   dropped) and is only handed out as `&Waker` while a reference is held.
+//!   owns one. The waker lent to a poll (built from the header pointer) does
+//!   not count: it is never dropped, and lives only while the poll holds the
+//!   slab's reference.
 //! * **Stage access.** The stage is read and written only on the executor's
 //!   thread, by the slab, and never by two operations at once: the slab's
 //!   `RUNNING` bit excludes everything else during a poll, and the `COMPLETE`
@@ -26,14 +27,16 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
 use crate::sync::{fence, AtomicUsize};
-use crate::task::id::TaskId;
+use crate::task::id::{GroupId, TaskId};
+use crate::task::state::State;
 
 /// The part of a task that wakers may see, on any thread.
 pub(crate) struct Header {
@@ -48,9 +51,16 @@ pub(crate) struct Header {
     /// The executor's thread-safe half (inbox, unparker). Kept alive by the
     /// cell so a waker that outlives the executor stays harmless.
     pub(crate) remote: Arc<Remote>,
-    /// The task's waker, created once at spawn and lent to every poll.
-    /// It does not own a reference and is never dropped.
-    waker: ManuallyDrop<Waker>,
+    /// The task's group (fixed at spawn).
+    pub(crate) group: GroupId,
+    /// The task's queue (fixed at spawn).
+    pub(crate) queue: u16,
+    /// The executor-side state bits ([`State`]), kept here rather than in
+    /// the slab entry so that a poll reads one place, the cell it polls.
+    /// Only the executor's thread touches it, with relaxed loads and stores
+    /// (plain moves, no read-modify-write): an atomic only so that the
+    /// header is `Sync` for wakers on other threads, which never read it.
+    state: AtomicU8,
 }
 
 // Compile-time check: wakers may carry a header reference to any thread.
@@ -86,6 +96,27 @@ impl crate::executor::inbox::InboxFlag for Header {
 }
 
 impl Header {
+    /// The executor-side state bits (executor thread only).
+    #[inline]
+    pub(crate) fn state(&self) -> State {
+        State::from_bits(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Replaces the executor-side state bits (executor thread only).
+    #[inline]
+    pub(crate) fn set_state(&self, state: State) {
+        self.state.store(state.bits(), Ordering::Relaxed)
+    }
+
+    /// Applies `f` to the state bits (executor thread only).
+    #[inline]
+    pub(crate) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.state();
+        let r = f(&mut st);
+        self.set_state(st);
+        r
+    }
+
     /// Clears the "in the inbox" bit, before the executor applies the wake
     /// (so that a foreign wake after this point enqueues again).
     pub(crate) fn clear_notified(&self) {
@@ -152,7 +183,13 @@ pub(crate) struct OwnedTask {
 impl OwnedTask {
     /// Allocates a task cell for `future` with one reference, owned by the
     /// returned value.
-    pub(crate) fn new<F>(future: F, id: TaskId, remote: Arc<Remote>) -> OwnedTask
+    pub(crate) fn new<F>(
+        future: F,
+        id: TaskId,
+        remote: Arc<Remote>,
+        queue: u16,
+        group: GroupId,
+    ) -> OwnedTask
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -163,16 +200,13 @@ impl OwnedTask {
                 vtable: vtable::<F>(),
                 id,
                 remote,
-                waker: ManuallyDrop::new(Waker::noop().clone()),
+                group,
+                queue,
+                state: AtomicU8::new(State::INITIAL.bits()),
             },
             stage: UnsafeCell::new(Stage::Running(future)),
         });
         let ptr = NonNull::from(Box::leak(cell)).cast::<Header>();
-        let waker = crate::waker::task_waker_unowned(ptr);
-        // SAFETY: `ptr` was just allocated and is not shared yet, so writing
-        // the header's waker field cannot race; the noop waker it replaces
-        // needs no drop.
-        unsafe { ptr::write(&raw mut (*ptr.as_ptr()).waker, ManuallyDrop::new(waker)) };
         OwnedTask {
             raw: RawTask { ptr },
         }
@@ -187,8 +221,8 @@ impl OwnedTask {
     /// hand it to another thread.
     #[cfg(all(test, tourbillon_loom))]
     pub(crate) fn waker_clone(&self) -> std::task::Waker {
-        // SAFETY: `self` owns a reference, so the header is alive for `&self`.
-        unsafe { (*(*self.raw.ptr.as_ptr()).waker).clone() }
+        // The unowned waker is never dropped; its clone owns a reference.
+        ManuallyDrop::new(crate::waker::task_waker_unowned(self.raw.ptr)).clone()
     }
 
     /// The header (id, remote handle).
@@ -281,6 +315,17 @@ impl RawTask {
     fn header(&self) -> &Header {
         // SAFETY: every caller of the `unsafe` methods above guarantees the
         // cell is alive; the header is immutable apart from its atomics.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The header, for a caller that keeps the cell alive otherwise (the
+    /// poll harness between its two slab borrows: RUNNING keeps the entry).
+    ///
+    /// # Safety
+    /// The cell stays alive for `'a`.
+    #[inline]
+    pub(crate) unsafe fn header_unbound<'a>(self) -> &'a Header {
+        // SAFETY: the caller keeps the cell alive for `'a`.
         unsafe { self.ptr.as_ref() }
     }
 }
@@ -382,8 +427,10 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
     // SAFETY: the caller (`RawTask::poll`) guarantees a live cell of this `F`
     // and exclusive stage access for the call.
     let stage = unsafe { stage::<F>(ptr) };
-    // SAFETY: the cell is alive, so is the waker in its header.
-    let waker: &Waker = unsafe { &(*ptr.as_ptr()).waker };
+    // The task's waker, lent to this poll: built from the header pointer
+    // and the static vtable (two words, no allocation, no reference-count
+    // change); it owns no reference, so it is never dropped.
+    let waker = ManuallyDrop::new(crate::waker::task_waker_unowned(ptr));
     // SAFETY: exclusive access (see above).
     let Stage::Running(future) = (unsafe { &mut *stage }) else {
         debug_assert!(false, "polled a task whose future is gone");
@@ -392,7 +439,7 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
     // SAFETY: the future lives in the heap cell and is never moved: it is
     // dropped in place by `drop_in_place_catching` before the cell is freed.
     let future = unsafe { Pin::new_unchecked(future) };
-    let mut cx = Context::from_waker(waker);
+    let mut cx = Context::from_waker(&waker);
     let id = {
         // SAFETY: the header is alive (see above).
         unsafe { ptr.as_ref() }.id
@@ -495,8 +542,7 @@ unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     // `OwnedTask::new` leaked. Its stage is `Consumed` (the slab consumes it
     // before releasing its reference), so dropping the box drops no future
     // or output here, whatever thread this is; it drops the `Arc<Remote>`,
-    // which is `Send + Sync`. The header's waker is `ManuallyDrop` and owns
-    // no reference.
+    // which is `Send + Sync`.
     drop(unsafe { Box::from_raw(ptr.cast::<Cell<F>>().as_ptr()) });
     #[cfg(all(test, tourbillon_loom))]
     DEALLOCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

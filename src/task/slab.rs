@@ -19,52 +19,68 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::future::Future;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use slab::Slab;
 
 use super::id::{GroupId, TaskId};
-use super::raw::{Finish, OwnedTask};
+use super::raw::{Finish, OwnedTask, RawTask};
 use super::state::{State, TransitionToScheduled};
 use crate::error::JoinError;
 use crate::executor::context;
 use crate::executor::inbox::Remote;
 
-/// One live task, as the executor sees it.
+/// One live task, as the executor sees it: the owning pointer to its cell
+/// (whose header holds its state bits, queue and group) and the generation
+/// that ids are checked against without reading the cell.
 pub(crate) struct TaskEntry {
     task: OwnedTask,
     generation: u32,
-    state: State,
-    queue: u16,
-    group: GroupId,
 }
 
 impl TaskEntry {
     pub(crate) fn queue(&self) -> usize {
-        self.queue as usize
+        self.task.header().queue as usize
     }
     pub(crate) fn group(&self) -> GroupId {
-        self.group
+        self.task.header().group
     }
     pub(crate) fn id(&self) -> TaskId {
         TaskId::new(self.task.header().id.index(), self.generation)
     }
+    fn state(&self) -> State {
+        self.task.header().state()
+    }
+    fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        self.task.header().update_state(f)
+    }
     /// The task ended (its scheduler was already told so).
     pub(crate) fn is_complete(&self) -> bool {
-        self.state.is_complete()
+        self.state().is_complete()
     }
 }
 
 /// All live tasks of one executor.
 ///
-/// The entries hold what every poll reads (24 bytes: task pointer,
-/// generation, state, queue, group); what only spawn, join and shutdown
-/// touch lives beside them in `cold`, indexed alike, so that a run walks as
+/// The entries hold what every poll reads (16 bytes: task pointer and
+/// generation; the state bits, queue and group are in the cell's header,
+/// which the poll reads anyway); what only spawn, join and shutdown touch
+/// lives beside them in `cold`, indexed alike, so that a run walks as
 /// little memory as possible.
 pub(crate) struct TaskSlab {
     entries: Slab<TaskEntry>,
     cold: Vec<ColdSlot>,
+    /// Task names by slot, from the first named spawn on (empty before, so
+    /// that unnamed tasks cost nothing).
+    names: Vec<Option<Rc<str>>>,
+    /// Deliveries of remotely spawned tasks by slot, from the first remote
+    /// spawn on.
+    deliver: Vec<Option<Deliver>>,
+    /// When each task last became runnable (clock ns), for the
+    /// wake-to-first-poll histograms; empty unless they are on.
+    ready_ns: Vec<u64>,
 }
 
 /// The rarely used part of a slot.
@@ -104,12 +120,18 @@ struct Completion {
     join_waker: Option<Waker>,
     /// The removed entry of a detached task: dropping it drops the output.
     detached: Option<TaskEntry>,
+    /// A remotely spawned task's delivery to its remote join handle.
+    deliver: Option<Deliver>,
 }
 
 impl Completion {
-    /// Wakes the joiner and drops a detached output. Must run with the
-    /// slab released: both may run user code.
+    /// Delivers a remote task's result, wakes the joiner and drops a
+    /// detached output. Must run with the slab released: all may run user
+    /// code.
     fn settle(self) -> Done {
+        if let (Some(deliver), Some(entry)) = (self.deliver, &self.detached) {
+            deliver(entry.task.raw());
+        }
         if let Some(w) = self.join_waker {
             w.wake();
         }
@@ -118,11 +140,36 @@ impl Completion {
     }
 }
 
+/// Hands a remotely spawned task's result to its remote join handle: called
+/// with the completed task (its result still in the cell), or dropped
+/// uncalled when the task is dropped unfinished (the handle then reads
+/// `Cancelled`).
+pub(crate) type Deliver = Box<dyn FnOnce(RawTask)>;
+
+/// A [`Deliver`] for a task whose output is `T`, passing the result to
+/// `send`.
+pub(crate) fn deliverer<T: 'static>(send: impl FnOnce(Result<T, JoinError>) + 'static) -> Deliver {
+    Box::new(move |raw: RawTask| {
+        let mut out = Poll::Pending;
+        // SAFETY: `Completion::settle` calls this with the removed entry
+        // alive (it owns a reference to the cell), the task COMPLETE and not
+        // RUNNING (its stage holds the result), on the executor thread; the
+        // output type is `T`, checked inside.
+        unsafe { raw.read_output::<T>(&mut out) };
+        if let Poll::Ready(result) = out {
+            send(result);
+        }
+    })
+}
+
 impl TaskSlab {
     pub(crate) fn new() -> Self {
         Self {
             entries: Slab::new(),
             cold: Vec::new(),
+            names: Vec::new(),
+            deliver: Vec::new(),
+            ready_ns: Vec::new(),
         }
     }
 
@@ -153,13 +200,58 @@ impl TaskSlab {
         let id = TaskId::new(index as u32, generation);
         let group = group.unwrap_or(GroupId::task(index as u32));
         slot.insert(TaskEntry {
-            task: OwnedTask::new(future, id, remote.clone()),
+            task: OwnedTask::new(future, id, remote.clone(), queue as u16, group),
             generation,
-            state: State::INITIAL,
-            queue: queue as u16,
-            group,
         });
         (id, group)
+    }
+
+    /// Makes live task `id` a remotely joined one: no local join handle;
+    /// its result goes to `deliver` when it completes.
+    pub(crate) fn set_deliver(&mut self, id: TaskId, deliver: Deliver) {
+        let Some(e) = self.get(id) else {
+            return;
+        };
+        e.update(|st| st.set_join_interest(false));
+        let index = id.index() as usize;
+        if index >= self.deliver.len() {
+            self.deliver.resize_with(index + 1, || None);
+        }
+        self.deliver[index] = Some(deliver);
+    }
+
+    fn take_deliver(&mut self, index: usize) -> Option<Deliver> {
+        self.deliver.get_mut(index).and_then(Option::take)
+    }
+
+    /// Names task `id` (it must be live).
+    pub(crate) fn set_name(&mut self, id: TaskId, name: Rc<str>) {
+        let index = id.index() as usize;
+        if index >= self.names.len() {
+            self.names.resize(index + 1, None);
+        }
+        self.names[index] = Some(name);
+    }
+
+    /// The name of task `id`, if it has one.
+    pub(crate) fn name(&self, id: TaskId) -> Option<Rc<str>> {
+        self.get(id)?;
+        self.names.get(id.index() as usize)?.clone()
+    }
+
+    /// Records that task `id` became runnable at `now_ns`.
+    pub(crate) fn set_ready(&mut self, id: TaskId, now_ns: u64) {
+        let index = id.index() as usize;
+        if index >= self.ready_ns.len() {
+            self.ready_ns.resize(index + 1, 0);
+        }
+        self.ready_ns[index] = now_ns;
+    }
+
+    /// When task `id` last became runnable (see [`set_ready`](Self::set_ready)).
+    pub(crate) fn ready_ns(&self, id: TaskId) -> Option<u64> {
+        self.get(id)?;
+        self.ready_ns.get(id.index() as usize).copied()
     }
 
     pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
@@ -168,27 +260,24 @@ impl TaskSlab {
             .filter(|e| e.generation == id.generation())
     }
 
-    fn get_mut(&mut self, id: TaskId) -> Option<&mut TaskEntry> {
-        self.entries
-            .get_mut(id.index() as usize)
-            .filter(|e| e.generation == id.generation())
-    }
-
     fn remove(&mut self, id: TaskId) -> TaskEntry {
         let index = id.index() as usize;
         let entry = self.entries.remove(index);
-        debug_assert!(!entry.state.is_running());
+        debug_assert!(!entry.state().is_running());
         let cold = &mut self.cold[index];
         cold.generation = cold.generation.wrapping_add(1);
         cold.join_waker = None;
+        if let Some(name) = self.names.get_mut(index) {
+            *name = None;
+        }
         entry
     }
 
     /// A wake of `id`: `Some((queue, group))` if the caller must push it now.
     pub(crate) fn wake(&mut self, id: TaskId) -> Option<(usize, GroupId)> {
-        let e = self.get_mut(id)?;
-        match e.state.transition_to_scheduled() {
-            TransitionToScheduled::Push => Some((e.queue(), e.group)),
+        let e = self.get(id)?;
+        match e.update(|st| st.transition_to_scheduled()) {
+            TransitionToScheduled::Push => Some((e.queue(), e.group())),
             TransitionToScheduled::AfterPoll | TransitionToScheduled::Nothing => None,
         }
     }
@@ -197,8 +286,8 @@ impl TaskSlab {
     /// still waiting there.
     pub(crate) fn deferred_target(&self, id: TaskId) -> Option<(usize, GroupId)> {
         let e = self.get(id)?;
-        (e.state.is_scheduled() && !e.state.is_complete() && !e.state.is_running())
-            .then(|| (e.queue(), e.group))
+        let st = e.state();
+        (st.is_scheduled() && !st.is_complete() && !st.is_running()).then(|| (e.queue(), e.group()))
     }
 
     /// Clears the foreign-wake dedup flag of `id` before its wake is applied.
@@ -212,19 +301,21 @@ impl TaskSlab {
     /// next poll boundary (it is idle or queued); a running task is
     /// cancelled by `poll_task` when its poll returns.
     pub(crate) fn abort(&mut self, id: TaskId) -> bool {
-        let Some(e) = self.get_mut(id) else {
+        let Some(e) = self.get(id) else {
             return false;
         };
-        if e.state.is_complete() || e.state.is_cancelled() {
-            return false;
-        }
-        e.state.set_cancelled();
-        !e.state.is_running()
+        e.update(|st| {
+            if st.is_complete() || st.is_cancelled() {
+                return false;
+            }
+            st.set_cancelled();
+            !st.is_running()
+        })
     }
 
     /// Whether the task ended (or is gone).
     pub(crate) fn is_finished(&self, id: TaskId) -> bool {
-        self.get(id).is_none_or(|e| e.state.is_complete())
+        self.get(id).is_none_or(|e| e.state().is_complete())
     }
 
     /// The join handle of `id` is polled. Returns the result when the task
@@ -235,11 +326,12 @@ impl TaskSlab {
         id: TaskId,
         waker: &Waker,
     ) -> (Poll<Result<T, JoinError>>, Option<TaskEntry>) {
-        let Some(e) = self.get_mut(id) else {
+        let Some(e) = self.get(id) else {
             // Gone: the executor shut down and dropped it.
             return (Poll::Ready(Err(JoinError::cancelled(id))), None);
         };
-        if !e.state.is_complete() || e.state.is_running() {
+        let st = e.state();
+        if !st.is_complete() || st.is_running() {
             let slot = &mut self.cold[id.index() as usize].join_waker;
             match slot {
                 Some(w) if w.will_wake(waker) => {}
@@ -260,9 +352,11 @@ impl TaskSlab {
     /// The join handle of `id` is dropped. Returns the entry if the task is
     /// complete (the caller drops it, and with it the unread output).
     pub(crate) fn join_drop(&mut self, id: TaskId) -> Option<TaskEntry> {
-        let e = self.get_mut(id)?;
-        e.state.set_join_interest(false);
-        let complete = e.state.is_complete() && !e.state.is_running();
+        let e = self.get(id)?;
+        let complete = e.update(|st| {
+            st.set_join_interest(false);
+            st.is_complete() && !st.is_running()
+        });
         self.cold[id.index() as usize].join_waker = None;
         if complete {
             Some(self.remove(id))
@@ -273,18 +367,19 @@ impl TaskSlab {
 
     /// Shutdown: removes every entry that is not being polled, with the
     /// waker of its joiner (to wake: the join handle then reads Cancelled).
-    pub(crate) fn drain(&mut self) -> Vec<(TaskEntry, Option<Waker>)> {
+    pub(crate) fn drain(&mut self) -> Vec<(TaskEntry, Option<Waker>, Option<Deliver>)> {
         let keys: Vec<usize> = self
             .entries
             .iter()
-            .filter(|(_, e)| !e.state.is_running())
+            .filter(|(_, e)| !e.state().is_running())
             .map(|(k, _)| k)
             .collect();
         keys.into_iter()
             .map(|k| {
                 let id = TaskId::new(k as u32, self.entries[k].generation);
                 let join_waker = self.cold[k].join_waker.take();
-                (self.remove(id), join_waker)
+                let deliver = self.take_deliver(k);
+                (self.remove(id), join_waker, deliver)
             })
             .collect()
     }
@@ -298,16 +393,20 @@ impl TaskSlab {
         panic: Option<Box<dyn Any + Send>>,
         cancelled: bool,
     ) -> Completion {
-        let e = self.get_mut(id).expect("a RUNNING entry is never removed");
-        e.state.set_running(false);
-        e.state.set_notified(false);
-        e.state.set_scheduled(false);
-        e.state.set_complete();
-        let (queue, group) = (e.queue(), e.group);
-        let joined = e.state.has_join_interest();
+        let e = self.get(id).expect("a RUNNING entry is never removed");
+        let joined = e.update(|st| {
+            st.set_running(false);
+            st.set_notified(false);
+            st.set_scheduled(false);
+            st.set_complete();
+            st.has_join_interest()
+        });
+        let (queue, group) = (e.queue(), e.group());
         let join_waker = self.cold[id.index() as usize].join_waker.take();
+        let deliver = self.take_deliver(id.index() as usize);
         let detached = if joined { None } else { Some(self.remove(id)) };
         Completion {
+            deliver,
             done: Done {
                 queue,
                 group,
@@ -344,16 +443,18 @@ pub(crate) fn poll_task(
     defer_yields: bool,
 ) -> Polled {
     let (raw, cancelled) = {
-        let mut s = slab.borrow_mut();
-        let Some(e) = s.get_mut(id) else {
+        let s = slab.borrow();
+        let Some(e) = s.get(id) else {
             return Polled::Stale;
         };
-        if e.state.is_complete() || e.state.is_running() {
+        let mut st = e.state();
+        if st.is_complete() || st.is_running() {
             return Polled::Stale;
         }
-        e.state.set_scheduled(false);
-        e.state.set_running(true);
-        (e.task.raw(), e.state.is_cancelled())
+        st.set_scheduled(false);
+        st.set_running(true);
+        e.task.header().set_state(st);
+        (e.task.raw(), st.is_cancelled())
     };
     let mut cancelled_now = cancelled;
     let mut yielded = false;
@@ -376,12 +477,14 @@ pub(crate) fn poll_task(
         Some(Finish::Panicked) if take_panic => unsafe { raw.take_panic() },
         _ => None,
     };
-    let mut s = slab.borrow_mut();
     let Some(f) = finish else {
-        let e = s.get_mut(id).expect("a RUNNING entry is never removed");
-        if e.state.is_cancelled() {
+        // SAFETY: RUNNING is still set, so the entry (and with it the
+        // slab's reference to the cell) stays for this block: the header is
+        // read without borrowing the slab again.
+        let header = unsafe { raw.header_unbound() };
+        let mut st = header.state();
+        if st.is_cancelled() {
             // Aborted during its own poll: drop it now, unpolled.
-            drop(s);
             cancelled_now = true;
             // SAFETY: RUNNING is still set: the entry stays and nothing else
             // touches the stage; the stage is Running; executor thread.
@@ -389,13 +492,13 @@ pub(crate) fn poll_task(
             let c = slab.borrow_mut().complete(id, f, None, cancelled_now);
             return Polled::Done(c.settle());
         }
-        e.state.set_running(false);
-        let next = if e.state.is_notified() {
-            e.state.set_notified(false);
-            e.state.set_scheduled(true);
+        st.set_running(false);
+        let next = if st.is_notified() {
+            st.set_notified(false);
+            st.set_scheduled(true);
             Next::Requeue
         } else if yielded {
-            e.state.set_scheduled(true);
+            st.set_scheduled(true);
             if defer_yields {
                 Next::Defer
             } else {
@@ -404,25 +507,31 @@ pub(crate) fn poll_task(
         } else {
             Next::Wait
         };
+        header.set_state(st);
         return Polled::Pending {
-            group: e.group,
+            group: header.group,
             next,
         };
     };
-    let c = s.complete(id, f, panic, cancelled_now);
-    drop(s);
+    let c = slab.borrow_mut().complete(id, f, panic, cancelled_now);
     Polled::Done(c.settle())
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
 pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> {
     let raw = {
-        let mut s = slab.borrow_mut();
-        let e = s.get_mut(id)?;
-        if e.state.is_complete() || e.state.is_running() || !e.state.is_cancelled() {
+        let s = slab.borrow();
+        let e = s.get(id)?;
+        let ok = e.update(|st| {
+            if st.is_complete() || st.is_running() || !st.is_cancelled() {
+                return false;
+            }
+            st.set_running(true);
+            true
+        });
+        if !ok {
             return None;
         }
-        e.state.set_running(true);
         e.task.raw()
     };
     // SAFETY: RUNNING is set (the entry stays, nothing else touches the

@@ -1,10 +1,10 @@
 #![forbid(unsafe_code)]
 //! The executor-side state bits of a task.
 //!
-//! The state lives in the task's slab entry and is only touched on the
-//! executor's thread, so it is a plain byte, not an atomic. Foreign threads
-//! never read it: their wakes go through the inbox and are applied here by
-//! the executor thread.
+//! The state lives in the task cell's header and is only touched on the
+//! executor's thread (relaxed loads and stores, never a read-modify-write).
+//! Foreign threads never read it: their wakes go through the inbox and are
+//! applied by the executor thread.
 
 use std::fmt;
 
@@ -37,6 +37,13 @@ pub(crate) struct State(u8);
 impl State {
     /// A freshly spawned task: queued, with a join handle.
     pub(crate) const INITIAL: State = State(SCHEDULED | JOIN_INTEREST);
+
+    pub(crate) fn bits(self) -> u8 {
+        self.0
+    }
+    pub(crate) fn from_bits(bits: u8) -> State {
+        State(bits)
+    }
 
     pub(crate) fn is_scheduled(self) -> bool {
         self.0 & SCHEDULED != 0

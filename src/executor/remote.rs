@@ -1,0 +1,327 @@
+#![forbid(unsafe_code)]
+//! Cross-thread entry: [`RemoteSpawner`] submits `Send` futures to an
+//! executor's queues from any thread; [`RemoteJoinHandle`] awaits (or
+//! aborts) such a task from any thread.
+//!
+//! A remote spawn is an op in the executor's inbox (the short-lock queue
+//! that foreign wakes use, which unparks the executor): the executor spawns
+//! the future at its next poll boundary. The task is then an ordinary task
+//! of its queue, but without a local join handle: when it ends, its result
+//! goes to a [`Slot`] shared with the remote handle.
+//!
+//! Races, all decided under the slot's lock:
+//! * abort before the executor spawned the task: the spawn op sees the
+//!   flag and drops the future unpolled (the handle reads `Cancelled`);
+//! * abort after the spawn: the id is known, an abort op follows the usual
+//!   local path (dropped at the next boundary, or at the end of its poll);
+//! * abort racing completion: whichever takes the lock first wins; a task
+//!   that completed first keeps its output (`Ok`), as a local `abort` does.
+//! * the executor shut down, or dropped the task unfinished: the delivery is
+//!   dropped uncalled, and its drop resolves the handle to `Cancelled`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use super::core::Core;
+use super::inbox::{Remote, RemoteOp};
+use crate::error::{JoinError, SpawnError};
+use crate::queue::{KeyMap, QueueKey};
+use crate::sync::{Mutex, MutexGuard};
+use crate::task::id::TaskId;
+use crate::task::slab::deliverer;
+
+/// The id reported by a [`JoinError`] of a remote task that was never
+/// spawned (aborted, or the executor shut down, before it took the task).
+const NEVER_SPAWNED: TaskId = TaskId::new(u32::MAX, u32::MAX);
+
+/// What a remote task and its handle share.
+pub(crate) struct Slot<T> {
+    state: Mutex<SlotState<T>>,
+}
+
+struct SlotState<T> {
+    result: Option<Result<T, JoinError>>,
+    /// The result was delivered (and maybe taken since).
+    done: bool,
+    /// The handle's waker.
+    waker: Option<Waker>,
+    /// The task, once the executor spawned it.
+    id: Option<TaskId>,
+    /// `abort()` was called.
+    abort: bool,
+}
+
+impl<T> Slot<T> {
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(SlotState {
+                result: None,
+                done: false,
+                waker: None,
+                id: None,
+                abort: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SlotState<T>> {
+        // No critical section below can panic (they move values and
+        // compare flags); recover from poisoning anyway.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The executor's side of a [`Slot`]: delivers the result once; dropped
+/// without delivering, it delivers `Cancelled`.
+pub(crate) struct Sender<T> {
+    slot: Option<Arc<Slot<T>>>,
+}
+
+impl<T> Sender<T> {
+    fn send(mut self, result: Result<T, JoinError>) {
+        if let Some(slot) = self.slot.take() {
+            deliver(&slot, result);
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            let id = slot.lock().id.unwrap_or(NEVER_SPAWNED);
+            deliver(&slot, Err(JoinError::cancelled(id)));
+        }
+    }
+}
+
+fn deliver<T>(slot: &Slot<T>, result: Result<T, JoinError>) {
+    let waker = {
+        let mut st = slot.lock();
+        if st.done {
+            return;
+        }
+        st.result = Some(result);
+        st.done = true;
+        st.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+/// A `Send + Sync` handle that spawns `Send` futures onto an executor's
+/// queues from any thread (an accept loop, a thread pool, a foreign
+/// runtime). The executor is woken (unparked, or its host runtime woken) and
+/// spawns the task at its next poll boundary; from then on it is an
+/// ordinary task of its queue. Get one with
+/// [`Executor::remote_spawner`](crate::Executor::remote_spawner). Clone it
+/// freely; it does not keep the executor alive: after the executor is
+/// dropped, spawning gives [`SpawnError::Shutdown`].
+///
+/// ```
+/// use tourbillon::Builder;
+///
+/// let ex = Builder::new().queue("requests", 1).build().unwrap();
+/// let remote = ex.remote_spawner();
+/// let from_thread = std::thread::spawn(move || {
+///     let h = remote.spawn("requests", async { 6 * 7 }).unwrap();
+///     h // a RemoteJoinHandle is Send: await it anywhere
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(ex.block_on(from_thread).unwrap(), 42);
+/// ```
+pub struct RemoteSpawner<K: QueueKey> {
+    remote: Arc<Remote>,
+    keys: Arc<KeyMap<K>>,
+}
+
+impl<K: QueueKey> Clone for RemoteSpawner<K> {
+    fn clone(&self) -> Self {
+        Self {
+            remote: self.remote.clone(),
+            keys: self.keys.clone(),
+        }
+    }
+}
+
+impl<K: QueueKey> RemoteSpawner<K> {
+    pub(crate) fn new(remote: Arc<Remote>, keys: Arc<KeyMap<K>>) -> Self {
+        Self { remote, keys }
+    }
+
+    /// Spawns `future` onto the queue `key`, from any thread.
+    ///
+    /// # Errors
+    /// [`SpawnError::UnknownQueue`] for a key the builder did not declare,
+    /// [`SpawnError::Shutdown`] once the executor is dropped.
+    pub fn spawn<F>(&self, key: K, future: F) -> Result<RemoteJoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.submit(key, None, future)
+    }
+
+    /// Spawns `future` onto the queue `key` in the group `group` (see
+    /// [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
+    pub fn spawn_in_group<F>(
+        &self,
+        key: K,
+        group: u64,
+        future: F,
+    ) -> Result<RemoteJoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.submit(key, Some(group), future)
+    }
+
+    fn submit<F>(
+        &self,
+        key: K,
+        group: Option<u64>,
+        future: F,
+    ) -> Result<RemoteJoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let q = self
+            .keys
+            .get(&key)
+            .ok_or_else(|| SpawnError::UnknownQueue {
+                queue: format!("{key:?}"),
+            })?;
+        let slot = Arc::new(Slot::new());
+        let sender = Sender {
+            slot: Some(slot.clone()),
+        };
+        let op = RemoteOp::Spawn(Box::new(move |core: &Core| {
+            spawn_on_executor(core, q, group, future, sender)
+        }));
+        match self.remote.push_op(op) {
+            Ok(()) => Ok(RemoteJoinHandle {
+                slot,
+                remote: self.remote.clone(),
+            }),
+            // Dropping the op drops the future and the sender here.
+            Err(_op) => Err(SpawnError::Shutdown),
+        }
+    }
+}
+
+/// The spawn op, on the executor's thread at a poll boundary.
+fn spawn_on_executor<F>(
+    core: &Core,
+    q: usize,
+    group: Option<u64>,
+    future: F,
+    sender: Sender<F::Output>,
+) where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let Some(slot) = sender.slot.clone() else {
+        return;
+    };
+    if slot.lock().abort {
+        return; // aborted before it started: `sender` drops -> Cancelled
+    }
+    let Ok(id) = core.spawn_raw(q, group, None, future) else {
+        return; // shut down: `sender` drops -> Cancelled
+    };
+    core.tasks
+        .borrow_mut()
+        .set_deliver(id, deliverer(move |result| sender.send(result)));
+    let abort = {
+        let mut st = slot.lock();
+        st.id = Some(id);
+        st.abort
+    };
+    if abort {
+        // `abort()` came after the check above but before the id was known.
+        core.abort(id);
+    }
+}
+
+impl<K: QueueKey> fmt::Debug for RemoteSpawner<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteSpawner")
+            .field("queues", &self.keys.keys())
+            .finish()
+    }
+}
+
+/// The handle of a task spawned by a [`RemoteSpawner`]: `Send`, awaitable
+/// from any thread or runtime (`Result<T, JoinError>`, as
+/// [`JoinHandle`](crate::JoinHandle)), abortable from any thread; dropping it
+/// detaches the task.
+///
+/// With [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate) the panic
+/// payload unwinds out of the executor's driver, and the handle reads a
+/// [`JoinError`] that is a panic with a placeholder payload.
+#[must_use = "dropping a RemoteJoinHandle detaches the task: it keeps running; use `.abort()` to cancel it"]
+pub struct RemoteJoinHandle<T> {
+    slot: Arc<Slot<T>>,
+    remote: Arc<Remote>,
+}
+
+impl<T> RemoteJoinHandle<T> {
+    /// Cancels the task, from any thread: a task the executor has not
+    /// started yet is dropped unpolled; an idle or queued task is dropped at
+    /// the executor's next poll boundary; a running one when its poll
+    /// returns. A task that completed first keeps its output (`Ok`).
+    pub fn abort(&self) {
+        let id = {
+            let mut st = self.slot.lock();
+            if st.done || st.abort {
+                return;
+            }
+            st.abort = true;
+            st.id
+        };
+        if let Some(id) = id {
+            // Refused only after shutdown, when the task is gone anyway.
+            let _ = self.remote.push_op(RemoteOp::Abort(id));
+        }
+    }
+
+    /// Whether the task has ended (its result is waiting or was taken).
+    pub fn is_finished(&self) -> bool {
+        self.slot.lock().done
+    }
+}
+
+impl<T> Future for RemoteJoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    /// # Panics
+    /// When polled again after it returned `Ready`.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.slot.lock();
+        if let Some(result) = st.result.take() {
+            return Poll::Ready(result);
+        }
+        assert!(!st.done, "RemoteJoinHandle polled after it returned Ready");
+        match &st.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl<T> fmt::Debug for RemoteJoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.slot.lock();
+        f.debug_struct("RemoteJoinHandle")
+            .field("id", &st.id)
+            .field("finished", &st.done)
+            .finish()
+    }
+}

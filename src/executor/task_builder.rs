@@ -1,0 +1,84 @@
+#![forbid(unsafe_code)]
+//! `TaskBuilder`: spawn with options (a name, a group), as tokio's
+//! `task::Builder`.
+
+use std::fmt;
+use std::future::Future;
+use std::rc::Rc;
+
+use super::core::Core;
+use crate::error::SpawnError;
+use crate::join::JoinHandle;
+
+/// Spawns one task with options: a name (shown in stall reports) and a
+/// group (see [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
+/// Get one from [`Executor::task`](crate::Executor::task),
+/// [`Spawner::task`](crate::Spawner::task) or
+/// [`QueueHandle::task`](crate::QueueHandle::task).
+///
+/// ```
+/// use tourbillon::Builder;
+///
+/// let ex = Builder::new().queue("io", 1).build().unwrap();
+/// let h = ex
+///     .task("io")
+///     .name("flush segment 7")
+///     .group(7)
+///     .spawn(async { 7 })
+///     .unwrap();
+/// assert_eq!(ex.block_on(h).unwrap(), 7);
+///
+/// // An unknown queue is reported when spawning.
+/// assert!(ex.task("nope").spawn(async {}).is_err());
+/// ```
+#[must_use = "a TaskBuilder does nothing until `spawn` is called"]
+pub struct TaskBuilder<'a> {
+    core: &'a Rc<Core>,
+    queue: Result<usize, SpawnError>,
+    group: Option<u64>,
+    name: Option<Rc<str>>,
+}
+
+impl<'a> TaskBuilder<'a> {
+    pub(crate) fn new(core: &'a Rc<Core>, queue: Result<usize, SpawnError>) -> Self {
+        Self {
+            core,
+            queue,
+            group: None,
+            name: None,
+        }
+    }
+
+    /// Names the task: the name appears in [`Stall`](crate::Stall) reports.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(Rc::from(name));
+        self
+    }
+
+    /// Puts the task in the keyed group `group` (by default a task is a
+    /// group of its own).
+    pub fn group(mut self, group: u64) -> Self {
+        self.group = Some(group);
+        self
+    }
+
+    /// Spawns `future` with these options.
+    pub fn spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let q = self.queue?;
+        self.core.spawn_named(q, self.group, self.name, future)
+    }
+}
+
+impl fmt::Debug for TaskBuilder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskBuilder")
+            .field("queue", &self.queue)
+            .field("group", &self.group)
+            .field("name", &self.name)
+            .finish()
+    }
+}

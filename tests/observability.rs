@@ -1,0 +1,247 @@
+//! Observability on the virtual clock: the stall detector (oracle T7 of
+//! scheduling.md 8.3), the per-queue counters and the wake-to-first-poll
+//! histograms (T8), with exact assertions.
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use common::*;
+use tourbillon::{yield_now, LatencyHistogram, Stall};
+
+// T7: with a 10 ms threshold, a scripted 30 ms poll fires exactly one
+// report naming its queue and task (id and name) with the exact duration;
+// polls under the threshold (1 ms, 9.999 ms) fire none. The overrun is
+// counted in the queue's stats.
+#[test]
+fn t7_stall_detector_reports_the_long_poll_only() {
+    let sim = Sim::new(2);
+    let reports: Rc<RefCell<Vec<Stall>>> = Rc::default();
+    let log = reports.clone();
+    let ex = sim
+        .builder()
+        .queue(0, 1)
+        .queue(1, 1)
+        .stall_detector(Duration::from_millis(10), move |s| {
+            log.borrow_mut().push(s.clone())
+        })
+        .build()
+        .unwrap();
+    let s = sim.clone();
+    let short = ex
+        .task(0)
+        .name("short polls")
+        .spawn(async move {
+            for _ in 0..5 {
+                s.spend(0, 0, MS);
+                yield_now().await;
+            }
+            s.spend(0, 0, 10 * MS - 1);
+        })
+        .unwrap();
+    let s = sim.clone();
+    let long = ex
+        .task(1)
+        .name("compaction")
+        .spawn(async move {
+            s.spend(1, 1, 2 * MS);
+            yield_now().await;
+            s.spend(1, 1, 30 * MS);
+            yield_now().await;
+            s.spend(1, 1, MS);
+        })
+        .unwrap();
+    let long_id = long.id();
+    sim.drive(&ex);
+    assert!(short.is_finished() && long.is_finished());
+    let reports = reports.borrow();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let r = &reports[0];
+    assert_eq!(r.queue, "1");
+    assert_eq!(r.queue_index, 1);
+    assert_eq!(r.task, long_id);
+    assert_eq!(r.name.as_deref(), Some("compaction"));
+    assert_eq!(r.duration, Duration::from_millis(30));
+    assert_eq!(
+        r.to_string(),
+        format!("task {long_id:?} (compaction) of queue 1 ran 30ms in one poll")
+    );
+    assert_eq!(ex.queue_stats(0).unwrap().stalls, 0);
+    assert_eq!(ex.queue_stats(1).unwrap().stalls, 1);
+}
+
+// The threshold is inclusive ("at least"), and a task without a name is
+// reported with `name: None`; a panicking callback is contained.
+#[test]
+fn t7_threshold_is_inclusive_and_callback_panics_are_contained() {
+    let sim = Sim::new(1);
+    let count = Rc::new(RefCell::new(0));
+    let c = count.clone();
+    let ex = sim
+        .builder()
+        .queue(0, 1)
+        .stall_detector(Duration::from_millis(10), move |s| {
+            assert!(s.name.is_none());
+            *c.borrow_mut() += 1;
+            panic!("a callback that panics");
+        })
+        .build()
+        .unwrap();
+    let s = sim.clone();
+    let h = ex
+        .spawn(0, async move {
+            s.spend(0, 0, 10 * MS);
+            yield_now().await;
+            s.spend(0, 0, 10 * MS);
+            7
+        })
+        .unwrap();
+    sim.drive(&ex);
+    assert_eq!(*count.borrow(), 2);
+    assert_eq!(ex.block_on(h).unwrap(), 7);
+    assert_eq!(ex.queue_stats(0).unwrap().stalls, 2);
+}
+
+// T8, counters: per queue, service equals the sum of the scripted poll
+// costs and polls equal the scripted polls; spawned / completed /
+// cancelled / panicked count what happened.
+#[test]
+fn t8_counters_are_exact() {
+    let sim = Sim::new(2);
+    let ex = sim.builder().queue(0, 1).queue(1, 3).build().unwrap();
+    let mut handles = Vec::new();
+    for q in 0..2usize {
+        for task in 0..3u32 {
+            let s = sim.clone();
+            let cost = (q as u64 + 1) * 70 * US + task as u64 * 13 * US;
+            handles.push(
+                ex.spawn(q, async move {
+                    for _ in 0..10 {
+                        s.spend(q, task, cost);
+                        yield_now().await;
+                    }
+                    s.spend(q, task, cost);
+                })
+                .unwrap(),
+            );
+        }
+    }
+    let s = sim.clone();
+    let aborted = ex
+        .spawn(1, async move {
+            s.spend(1, 9, US);
+            std::future::pending::<()>().await
+        })
+        .unwrap();
+    let panics = ex.spawn(0, async { panic!("scripted panic") }).unwrap();
+    sim.drive(&ex);
+    aborted.abort();
+    sim.drive(&ex);
+    let st = ex.stats();
+    for q in 0..2 {
+        let qs = &st.queues[q];
+        assert_eq!(
+            qs.service,
+            Duration::from_nanos(sim.service(q)),
+            "queue {q}"
+        );
+        // Scripted polls plus the polls that spent nothing (the panic's).
+        assert_eq!(qs.polls, sim.polls(q) + (q == 0) as u64, "queue {q}");
+    }
+    assert_eq!(st.queues[0].spawned, 4);
+    assert_eq!(st.queues[0].completed, 3);
+    assert_eq!(st.queues[0].panicked, 1);
+    assert_eq!(st.queues[1].spawned, 4);
+    assert_eq!(st.queues[1].completed, 3);
+    assert_eq!(st.queues[1].cancelled, 1);
+    assert!(handles.iter().all(|h| h.is_finished()));
+    drop(panics);
+}
+
+// T8, histogram: one queue, a worker W (20 polls of 100 us, yielding) and a
+// sleeper S (6 polls of 10 us, sleeping until scripted instants between
+// them, which fall inside W's polls). Every poll's wake-to-first-poll delay
+// is known from the script: from the spawn (t = 0) for a first poll, from
+// the end of the previous poll after a yield, from the timer's due instant
+// after a sleep. The executor's histogram equals, bucket for bucket and in
+// count, sum, min and max, the histogram of those scripted delays.
+#[test]
+fn t8_wake_latency_histogram_equals_the_scripted_delays() {
+    let sim = Sim::new(1);
+    sim.record_trace();
+    let ex = sim
+        .builder()
+        .queue(0, 1)
+        .latency_histograms(true)
+        .build()
+        .unwrap();
+    let s = sim.clone();
+    let worker = ex
+        .spawn(0, async move {
+            for i in 0..20 {
+                s.spend(0, 0, 100 * US);
+                if i < 19 {
+                    yield_now().await;
+                }
+            }
+        })
+        .unwrap();
+    let dues: Vec<u64> = (1..=5).map(|k| k * 330 * US + 7 * US).collect();
+    let s = sim.clone();
+    let ds = dues.clone();
+    let sleeper = ex
+        .spawn(0, async move {
+            s.spend(0, 1, 10 * US);
+            for &due in &ds {
+                s.sleep_until(due).await;
+                s.spend(0, 1, 10 * US);
+            }
+        })
+        .unwrap();
+    sim.drive(&ex);
+    assert!(worker.is_finished() && sleeper.is_finished());
+    let trace = sim.take_trace();
+    assert_eq!(trace.len(), 26);
+    let mut want = LatencyHistogram::new();
+    let (mut w_ready, mut s_wakes) = (0u64, vec![0u64].into_iter().chain(dues.clone()));
+    for p in &trace {
+        let ready = if p.task == 0 {
+            let r = w_ready;
+            w_ready = p.end;
+            r
+        } else {
+            s_wakes.next().unwrap()
+        };
+        assert!(
+            p.start >= ready,
+            "{p:?} polled before it was ready ({ready})"
+        );
+        want.record(Duration::from_nanos(p.start - ready));
+    }
+    let got = ex.queue_stats(0).unwrap().wake_latency;
+    assert_eq!(got, want);
+    assert_eq!(got.count(), 26);
+    // The sleeper's delays are not trivial: each wake waited for the end of
+    // the worker's poll in which its timer fired.
+    assert!(got.max() > Duration::from_micros(10), "{got:?}");
+}
+
+// Without `latency_histograms` the histogram stays empty.
+#[test]
+fn latency_histograms_are_off_by_default() {
+    let sim = Sim::new(1);
+    let ex = sim.builder().queue(0, 1).build().unwrap();
+    let s = sim.clone();
+    let h = ex
+        .spawn(0, async move {
+            s.spend(0, 0, US);
+            yield_now().await;
+        })
+        .unwrap();
+    sim.drive(&ex);
+    assert!(h.is_finished());
+    assert_eq!(ex.queue_stats(0).unwrap().wake_latency.count(), 0);
+    assert_eq!(ex.queue_stats(0).unwrap().polls, 2);
+}
