@@ -317,6 +317,8 @@ mod loom_tests {
                 },
                 id,
                 remote.clone(),
+                0,
+                crate::task::id::GroupId::task(0),
             );
             let waker = task.waker_clone();
             let t = thread::spawn(move || {

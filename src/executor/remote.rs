@@ -72,6 +72,33 @@ impl<T> Slot<T> {
         // compare flags); recover from poisoning anyway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Executor side, before spawning: `false` if `abort()` came first
+    /// (the task must not start).
+    fn may_start(&self) -> bool {
+        !self.lock().abort
+    }
+
+    /// Executor side, after spawning: publishes the id; `true` if `abort()`
+    /// came in between (it could not name the task: the executor aborts it).
+    fn started(&self, id: TaskId) -> bool {
+        let mut st = self.lock();
+        st.id = Some(id);
+        st.abort
+    }
+
+    /// Handle side: records the abort; returns the id to send an abort op
+    /// for, when the task was already started. `None` when there is nothing
+    /// to send: finished, aborted before, or not started (then `may_start`
+    /// or `started` sees the flag).
+    fn request_abort(&self) -> Option<TaskId> {
+        let mut st = self.lock();
+        if st.done || st.abort {
+            return None;
+        }
+        st.abort = true;
+        st.id
+    }
 }
 
 /// The executor's side of a [`Slot`]: delivers the result once; dropped
@@ -229,7 +256,7 @@ fn spawn_on_executor<F>(
     let Some(slot) = sender.slot.clone() else {
         return;
     };
-    if slot.lock().abort {
+    if !slot.may_start() {
         return; // aborted before it started: `sender` drops -> Cancelled
     }
     let Ok(id) = core.spawn_raw(q, group, None, future) else {
@@ -238,12 +265,7 @@ fn spawn_on_executor<F>(
     core.tasks
         .borrow_mut()
         .set_deliver(id, deliverer(move |result| sender.send(result)));
-    let abort = {
-        let mut st = slot.lock();
-        st.id = Some(id);
-        st.abort
-    };
-    if abort {
+    if slot.started(id) {
         // `abort()` came after the check above but before the id was known.
         core.abort(id);
     }
@@ -277,15 +299,7 @@ impl<T> RemoteJoinHandle<T> {
     /// the executor's next poll boundary; a running one when its poll
     /// returns. A task that completed first keeps its output (`Ok`).
     pub fn abort(&self) {
-        let id = {
-            let mut st = self.slot.lock();
-            if st.done || st.abort {
-                return;
-            }
-            st.abort = true;
-            st.id
-        };
-        if let Some(id) = id {
+        if let Some(id) = self.slot.request_abort() {
             // Refused only after shutdown, when the task is gone anyway.
             let _ = self.remote.push_op(RemoteOp::Abort(id));
         }
@@ -323,5 +337,84 @@ impl<T> fmt::Debug for RemoteJoinHandle<T> {
             .field("id", &st.id)
             .field("finished", &st.done)
             .finish()
+    }
+}
+
+/// Model checks of the remote slot (run with
+/// `RUSTFLAGS="--cfg tourbillon_loom" cargo test --release --lib loom`).
+#[cfg(all(test, tourbillon_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::thread;
+
+    #[test]
+    fn loom_abort_racing_start_reaches_the_task_once() {
+        // The executor starts a remote task (check, spawn, publish the id)
+        // while another thread aborts it. Whatever the interleaving, the
+        // abort takes effect by exactly one path: the start is skipped, the
+        // executor aborts right after publishing, or the aborting thread
+        // sends an abort op naming the started task.
+        loom::model(|| {
+            let slot = Arc::new(Slot::<u32>::new());
+            let s2 = slot.clone();
+            let aborter = thread::spawn(move || s2.request_abort());
+            let id = TaskId::new(4, 2);
+            let (skipped, direct) = if slot.may_start() {
+                (false, slot.started(id))
+            } else {
+                (true, false)
+            };
+            let op = aborter.join().unwrap();
+            let paths = skipped as u8 + direct as u8 + op.is_some() as u8;
+            assert_eq!(paths, 1, "skipped {skipped}, direct {direct}, op {op:?}");
+            if let Some(sent) = op {
+                assert_eq!(sent, id);
+            }
+        });
+    }
+
+    #[test]
+    fn loom_abort_racing_completion_delivers_one_result() {
+        // The task completes (its result delivered) while another thread
+        // aborts it and the handle is polled: the handle reads exactly one
+        // result, the output (a task that completed is not cancelled by a
+        // later abort, and the abort op, if any, finds it finished).
+        loom::model(|| {
+            let slot = Arc::new(Slot::<u32>::new());
+            assert!(slot.may_start());
+            assert!(!slot.started(TaskId::new(1, 0)));
+            let sender = Sender {
+                slot: Some(slot.clone()),
+            };
+            let s2 = slot.clone();
+            let aborter = thread::spawn(move || s2.request_abort());
+            sender.send(Ok(7));
+            let _ = aborter.join().unwrap();
+            let mut st = slot.lock();
+            assert!(st.done);
+            assert_eq!(st.result.take().map(|r| r.ok()), Some(Some(7)));
+        });
+    }
+
+    #[test]
+    fn loom_drop_racing_abort_cancels_once() {
+        // The executor drops a remote task unfinished (shutdown) while the
+        // handle aborts it: the handle reads Cancelled, once.
+        loom::model(|| {
+            let slot = Arc::new(Slot::<u32>::new());
+            let sender = Sender {
+                slot: Some(slot.clone()),
+            };
+            let s2 = slot.clone();
+            let aborter = thread::spawn(move || {
+                let _ = s2.request_abort();
+            });
+            drop(sender);
+            aborter.join().unwrap();
+            let mut st = slot.lock();
+            assert!(st.done);
+            assert!(st.result.take().unwrap().unwrap_err().is_cancelled());
+            assert!(st.result.is_none());
+        });
     }
 }

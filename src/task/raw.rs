@@ -222,7 +222,7 @@ impl OwnedTask {
     #[cfg(all(test, tourbillon_loom))]
     pub(crate) fn waker_clone(&self) -> std::task::Waker {
         // The unowned waker is never dropped; its clone owns a reference.
-        ManuallyDrop::new(crate::waker::task_waker_unowned(self.raw.ptr)).clone()
+        (*ManuallyDrop::new(crate::waker::task_waker_unowned(self.raw.ptr))).clone()
     }
 
     /// The header (id, remote handle).
