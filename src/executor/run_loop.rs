@@ -157,6 +157,11 @@ impl Core {
             qs.list[q].counters.runs += 1;
             qs.list[q].timing
         };
+        #[cfg(feature = "tracing")]
+        let _run_span = {
+            let qs = self.queues.borrow();
+            tracing::debug_span!("run", queue = %qs.list[q].name, index = q).entered()
+        };
         // Per-poll durations: for a timing scheduler, the stall detector
         // and the latency histograms.
         let timing = sched_timing || self.cfg.per_poll_timing;
@@ -209,7 +214,11 @@ impl Core {
             } else {
                 None
             };
+            #[cfg(feature = "tracing")]
+            let poll_span = tracing::trace_span!("poll", queue = q, task = %id).entered();
             let polled = poll_task(&self.tasks, id, propagate, defer_yields);
+            #[cfg(feature = "tracing")]
+            drop(poll_span);
             if let Polled::Stale = polled {
                 continue;
             }
