@@ -97,7 +97,7 @@ fn main() {
                 while Instant::now() < stop {
                     spin(Duration::from_micros(50));
                     chunk += 1;
-                    if n == 0 && chunk % 4000 == 0 {
+                    if n == 0 && chunk.is_multiple_of(4000) {
                         // A blocking call in the wrong place: the detector names it.
                         std::thread::sleep(Duration::from_millis(8));
                     }
