@@ -19,7 +19,11 @@
 //!   to `tourbillon 1 queue`);
 //! * `tourbillon Las 1 queue`: the same with the default `Las::new()`, keys
 //!   quantized to levels (`Las::quantized(100 us, 16)`: FIFO per level of
-//!   attained service, a heap of the non-empty levels).
+//!   attained service, a heap of the non-empty levels);
+//! * `tourbillon 1 queue, histograms + stall detector`: one `RunnableFifo`
+//!   queue with `latency_histograms(true)` and a 10 ms `stall_detector`
+//!   (what the opt-in observability costs: a clock read per poll, a
+//!   histogram record per poll).
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
 //! medians to tokio `LocalSet` (and of 4 queues to 1 queue, and of each
@@ -100,6 +104,9 @@ enum Sched {
     Fifo,
     Las,
     LasQuantized,
+    /// `RunnableFifo` with the opt-in observability on: wake-to-first-poll
+    /// histograms and a stall detector (one clock read per poll).
+    Observed,
 }
 
 /// `queues` queues with shares 1, 2, ... and the scheduler `sched`.
@@ -111,7 +118,13 @@ fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
             Sched::Fifo => b.queue(q, q as u32 + 1),
             Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::Las::exact())),
             Sched::LasQuantized => b.queue_with(q, spec.scheduler(tourbillon::Las::new())),
+            Sched::Observed => b.queue(q, q as u32 + 1),
         };
+    }
+    if let Sched::Observed = sched {
+        b = b
+            .latency_histograms(true)
+            .stall_detector(Duration::from_millis(10), |s| eprintln!("stall: {s}"));
     }
     b.build().unwrap()
 }
@@ -199,6 +212,11 @@ fn main() {
             run: Box::new(|n| tourbillon_las(Sched::LasQuantized, n)),
             samples: vec![],
         },
+        Series {
+            name: "tourbillon 1 queue, histograms + stall detector",
+            run: Box::new(|n| tourbillon_las(Sched::Observed, n)),
+            samples: vec![],
+        },
     ];
     println!(
         "workload: {WARMUP} warm-up tasks, then {tasks} tasks x {YIELDS} yields (spawn all, await all); \
@@ -236,6 +254,7 @@ fn main() {
     let four = median(&series[3].samples);
     let exact = median(&series[4].samples);
     let las = median(&series[5].samples);
+    let observed = median(&series[6].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
     println!(
@@ -245,5 +264,9 @@ fn main() {
     println!(
         "Las exact / RunnableFifo (medians, 1 queue): {:.3}",
         exact / one_queue
+    );
+    println!(
+        "latency histograms + stall detector on / off (medians, 1 queue): {:.3}",
+        observed / one_queue
     );
 }
