@@ -40,6 +40,12 @@ use crate::task::id::TaskId;
 use crate::task::raw::Finish;
 use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
 
+/// What [`Core::observe_before`] read before a poll.
+struct Observed {
+    ready_ns: Option<u64>,
+    name: Option<Rc<str>>,
+}
+
 /// Whether work remains after a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Turn {
@@ -164,9 +170,8 @@ impl Core {
         };
         // Per-poll durations: for a timing scheduler, the stall detector
         // and the latency histograms.
-        let timing = sched_timing || self.cfg.per_poll_timing;
-        let latency = self.cfg.latency;
-        let stall_ns = self.cfg.stall_ns;
+        let observe = self.cfg.per_poll_timing;
+        let timing = sched_timing || observe;
         bump(&self.counters.runs);
         // Exact slice ends (a clock read and an EEVDF charge after every
         // poll) only with a cheap clock; per-poll durations on a real clock
@@ -204,13 +209,8 @@ impl Core {
             }
             let this_start = poll_start;
             // Read before the poll: a task that completes is removed.
-            let ready = if latency {
-                self.tasks.borrow().ready_ns(id)
-            } else {
-                None
-            };
-            let name = if stall_ns != u64::MAX {
-                self.tasks.borrow().name(id)
+            let observed = if observe {
+                Some(self.observe_before(id))
             } else {
                 None
             };
@@ -241,14 +241,8 @@ impl Core {
                 poll_start = now;
                 Some(now.saturating_sub(this_start))
             };
-            if let Some(ready) = ready {
-                self.queues.borrow_mut().list[q]
-                    .counters
-                    .wake_latency
-                    .record_ns(this_start.saturating_sub(ready));
-            }
-            if let Some(ns) = elapsed.filter(|&ns| ns >= stall_ns) {
-                self.report_stall(q, id, name, ns);
+            if let Some(before) = observed {
+                self.observe_after(q, id, before, this_start, elapsed.unwrap_or(0));
             }
             let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
             match polled {
@@ -267,7 +261,7 @@ impl Core {
                     if next == Next::Defer {
                         self.deferred.borrow_mut().push(id);
                     }
-                    if latency && next != Next::Wait {
+                    if observe && self.cfg.latency && next != Next::Wait {
                         // Runnable again from the end of this poll.
                         let end = this_start + elapsed.unwrap_or(0);
                         self.tasks.borrow_mut().set_ready(id, end);
@@ -509,6 +503,49 @@ impl Core {
             }
         }
         panic
+    }
+
+    /// What the observability needs from before a poll (histograms, stall
+    /// detector): when the task became runnable, and its name.
+    #[cold]
+    #[inline(never)]
+    fn observe_before(&self, id: TaskId) -> Observed {
+        let tasks = self.tasks.borrow();
+        Observed {
+            ready_ns: if self.cfg.latency {
+                tasks.ready_ns(id)
+            } else {
+                None
+            },
+            name: if self.cfg.stall_ns != u64::MAX {
+                tasks.name(id)
+            } else {
+                None
+            },
+        }
+    }
+
+    /// After a poll that started at `start_ns` and took `elapsed_ns`:
+    /// records its wake-to-first-poll delay and reports a stall.
+    #[cold]
+    #[inline(never)]
+    fn observe_after(
+        &self,
+        q: usize,
+        id: TaskId,
+        before: Observed,
+        start_ns: u64,
+        elapsed_ns: u64,
+    ) {
+        if let Some(ready) = before.ready_ns {
+            self.queues.borrow_mut().list[q]
+                .counters
+                .wake_latency
+                .record_ns(start_ns.saturating_sub(ready));
+        }
+        if elapsed_ns >= self.cfg.stall_ns {
+            self.report_stall(q, id, before.name, elapsed_ns);
+        }
     }
 
     /// A poll ran at least the stall threshold: count it and tell the
