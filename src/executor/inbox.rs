@@ -87,8 +87,19 @@ impl Remote {
             return; // already in the inbox, not yet drained
         }
         lock(&self.ids).push(id);
-        self.pending.store(true, Ordering::Release);
-        self.wake_host();
+        self.raise_pending();
+    }
+
+    /// Raises `pending` after an id or op was queued, and wakes the host
+    /// unless an earlier push already raised it: that push owes the wake
+    /// (it wakes after raising), and the executor's drain, which clears the
+    /// flag first and then takes the queues, takes what was queued before
+    /// the flag was seen raised. So a burst of foreign wakes costs one host
+    /// wake, not one each.
+    fn raise_pending(&self) {
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            self.wake_host();
+        }
     }
 
     /// Queues an op for the executor's thread and wakes the host. Gives the
@@ -101,8 +112,7 @@ impl Remote {
             }
             ops.push(op);
         }
-        self.pending.store(true, Ordering::Release);
-        self.wake_host();
+        self.raise_pending();
         Ok(())
     }
 
@@ -236,6 +246,42 @@ mod loom_tests {
             // Whatever happened, the id is delivered exactly once.
             remote.drain_into(&mut out, &mut Vec::new());
             assert_eq!(out, vec![TaskId::new(1, 0)]);
+        });
+    }
+
+    #[test]
+    fn loom_two_foreign_wakes_one_host_wake_none_lost() {
+        // Two threads wake two tasks while the executor drains and decides
+        // whether to park. A push that finds `pending` already raised skips
+        // the host wake; whatever the interleaving, both ids are drained
+        // exactly once, and if the executor would park with an id still
+        // queued, the host was woken (an unpark token).
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let woken = Arc::new(AtomicBool::new(false));
+            let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            remote.set_host(&host);
+            let ts: Vec<_> = (0..2u32)
+                .map(|i| {
+                    let r = remote.clone();
+                    thread::spawn(move || r.push(TaskId::new(i, 0), &AtomicBool::new(false)))
+                })
+                .collect();
+            let mut out = Vec::new();
+            remote.drain_into(&mut out, &mut Vec::new());
+            let would_park = out.len() < 2 && !remote.has_pending();
+            for t in ts {
+                t.join().unwrap();
+            }
+            if would_park {
+                assert!(
+                    woken.load(Ordering::SeqCst),
+                    "the executor would park with a wake queued and no host wake"
+                );
+            }
+            remote.drain_into(&mut out, &mut Vec::new());
+            out.sort();
+            assert_eq!(out, vec![TaskId::new(0, 0), TaskId::new(1, 0)]);
         });
     }
 
