@@ -1,0 +1,1051 @@
+//! Cross-thread entry: wakes and spawns arriving from another OS thread, in
+//! one process, tourbillon against tokio and async-executor.
+//!
+//! Every system runs its executor on a thread of its own (pinned to CPU 1)
+//! until told to stop; the bench's main thread (pinned to CPU 0) is the
+//! *remote* thread that wakes and spawns:
+//! * `tourbillon`: `Executor::block_on` of a stop signal, one
+//!   `RunnableFifo` queue, tasks spawned with a `RemoteSpawner`;
+//! * `tokio`: a `current_thread` runtime (`enable_all()`: its I/O driver is
+//!   what it parks on) in `Runtime::block_on` of the stop signal, tasks
+//!   spawned with `Handle::spawn` from the remote thread (the baseline of
+//!   every ratio);
+//! * `async-executor`: its `Send` `Executor` in
+//!   `futures_lite::future::block_on(ex.run(stop))`, tasks spawned with
+//!   `Executor::spawn` from the remote thread (`LocalExecutor` cannot be
+//!   spawned onto from another thread).
+//!
+//! The stop signal is a `futures::channel::oneshot`; a fresh executor and
+//! thread per run; handles are awaited on the remote thread with
+//! `futures::executor::block_on`.
+//!
+//! Workloads:
+//! * `wake idle`: one task (spawned remotely) waits `wakes` times on a
+//!   signal (a flag and a `futures::task::AtomicWaker`) that the remote
+//!   thread raises. Before each wake the remote thread waits for the task's
+//!   ack of the previous one, then spins `--gap-us` (default 50 us) so that
+//!   the executor has gone idle (parked); it then records the time, raises
+//!   the flag and calls `wake()`. The task records the time when its poll
+//!   sees the flag. *Wake-to-poll latency* is the difference (so it includes
+//!   the executor's unpark, its inbox or injection queue, and the poll);
+//!   the first 200 wakes of a run are a warm-up, not recorded. A wake that
+//!   the task saw before it had to wait (the flag was already up when its
+//!   poll looked) has no wake-to-poll latency: it is counted (`no-wait %`)
+//!   and left out of the percentiles. Also reported: the cost of the
+//!   `wake()` call itself on the remote thread (for an executor that parks,
+//!   it includes the system call that unparks it), and for tourbillon the
+//!   number of parks per wake (warm-up included; about 1 when the gap let
+//!   it park each time).
+//! * `wake back-to-back`: the same without the gap: the remote thread
+//!   wakes the task as soon as it sees the ack, so the executor has just
+//!   finished the previous poll (tourbillon is usually still in its
+//!   bounded spin before parking). When the wake lands before the task
+//!   re-registered its waker, the poll that follows the ack sees the flag at
+//!   once (counted in `no-wait %`, not in the percentiles).
+//! * `spawn throughput`: the remote thread spawns `tasks` tiny tasks
+//!   (`async move { i }`), then awaits every handle in spawn order; timed
+//!   from the first spawn to the last handle; reported as tasks/s and
+//!   ns/task, with the remote thread's share spent in the spawn calls and
+//!   the executor thread's CPU time per task (`/proc/thread-self/schedstat`;
+//!   less sensitive than wall time to other processes on its CPU).
+//! * `spawn latency`: the same, each task capturing the time just before its
+//!   spawn call and returning the time elapsed at its first poll: the
+//!   *spawn-to-first-poll latency*. The remote thread spawns as fast as it
+//!   can, so this includes the backlog the executor has not yet drained.
+//!
+//! Systems are alternated run by run (for each round, each workload: every
+//! system), after one untimed pass of everything at the quick sizes.
+//! Latency percentiles are of all recorded samples of all rounds (sorted,
+//! index `round(p (n - 1))`); the per-round p50 range shows the spread.
+//! Also reported per run: the executor thread's time runnable but kept off
+//! its CPU by other threads (`/proc/thread-self/schedstat`), as a share of
+//! its life; a few percent means other processes were competing.
+//!
+//! The machine this was written on has 2 vCPUs shared with other work:
+//! expect noise, and run it several times before trusting a difference of
+//! a few tens of percent.
+//!
+//! Usage: `cargo bench --bench remote [-- --rounds N --quick --no-pin
+//! --gap-us US --out DIR]`. `--quick`: 3 rounds and a fifth of the wakes and
+//! a tenth of the tasks (labelled). Unknown flags (such as `--bench`, which
+//! cargo passes) are ignored. Writes `remote.json` to `target/remote/` or
+//! `--out DIR`.
+
+use std::future::{poll_fn, Future};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::task::Poll;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use futures::task::AtomicWaker;
+
+/// CPUs of the executor threads and of the remote (main) thread.
+const EXEC_CPU: u32 = 1;
+const REMOTE_CPU: u32 = 0;
+/// Wakes of a wake run not recorded (the task's spawn, first faults).
+const WAKE_WARMUP: usize = 200;
+
+#[derive(Clone, Copy)]
+struct Sizes {
+    wakes: usize,
+    tasks: usize,
+}
+
+const FULL: Sizes = Sizes {
+    wakes: 5_000,
+    tasks: 100_000,
+};
+
+const QUICK: Sizes = Sizes {
+    wakes: 1_000,
+    tasks: 10_000,
+};
+
+#[derive(Clone, Copy)]
+struct Config {
+    sizes: Sizes,
+    gap: Duration,
+    pin: bool,
+}
+
+// ---------------------------------------------------------------------------
+// Threads: placement and scheduler statistics (as benches/priority.rs)
+
+/// This thread's kernel id (`/proc/thread-self` -> `PID/task/TID`).
+fn thread_id() -> Option<String> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(link.file_name()?.to_str()?.to_string())
+}
+
+/// Pins the calling thread (only it) to `cpu`; says whether it could.
+fn pin_thread(cpu: u32) -> bool {
+    thread_id().is_some_and(|tid| {
+        Command::new("taskset")
+            .args(["-p", "-c", &cpu.to_string(), &tid])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// Set when an executor thread could not pin itself (reported once).
+static PIN_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// The calling thread's (time on CPU, time runnable but waiting for a CPU)
+/// so far, in ns, from `/proc/thread-self/schedstat`; zeros if unreadable.
+fn sched_times() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// Busy loop on the real clock for `d`.
+fn spin(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Spins until `cond`; yields the CPU now and then, in case both threads
+/// share one (`--no-pin`).
+fn spin_until(cond: impl Fn() -> bool) {
+    let mut n = 0u32;
+    while !cond() {
+        n += 1;
+        if n.is_multiple_of(4096) {
+            thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Systems
+
+/// What the workloads need from a system, on the remote thread: spawn a
+/// `Send` future onto the executor, and await its handle anywhere.
+trait RemoteSys {
+    type Handle<T: Send + 'static>;
+
+    fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static;
+
+    async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T;
+}
+
+impl RemoteSys for tourbillon::RemoteSpawner<u8> {
+    type Handle<T: Send + 'static> = tourbillon::RemoteJoinHandle<T>;
+
+    fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        tourbillon::RemoteSpawner::spawn(self, 0, f).unwrap()
+    }
+
+    async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
+        h.await.unwrap()
+    }
+}
+
+impl RemoteSys for tokio::runtime::Handle {
+    type Handle<T: Send + 'static> = tokio::task::JoinHandle<T>;
+
+    fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        tokio::runtime::Handle::spawn(self, f)
+    }
+
+    async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
+        h.await.unwrap()
+    }
+}
+
+impl RemoteSys for Arc<async_executor::Executor<'static>> {
+    type Handle<T: Send + 'static> = async_executor::Task<T>;
+
+    fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        async_executor::Executor::spawn(self, f)
+    }
+
+    async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
+        h.await
+    }
+}
+
+/// What an executor thread reports when it stops.
+#[derive(Clone, Copy, Default)]
+struct ExecReport {
+    /// tourbillon's `ExecutorStats::parks` (others: not available).
+    parks: Option<u64>,
+    /// Life of the thread, its time on its CPU, and its time runnable but
+    /// off its CPU.
+    life_ns: u64,
+    cpu_ns: u64,
+    wait_ns: u64,
+}
+
+/// An executor running on its own thread until `stop`.
+struct ExecThread<S> {
+    spawner: S,
+    stop: oneshot::Sender<()>,
+    thread: thread::JoinHandle<ExecReport>,
+}
+
+impl<S> ExecThread<S> {
+    /// Starts the thread: it pins itself, then `body` builds the executor,
+    /// sends its remote spawner and runs until the stop signal; `body`
+    /// returns the executor's park count if it has one.
+    fn start(
+        name: &str,
+        pin: bool,
+        body: impl FnOnce(mpsc::Sender<S>, oneshot::Receiver<()>) -> Option<u64> + Send + 'static,
+    ) -> Self
+    where
+        S: Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel();
+        let (stop, stop_rx) = oneshot::channel();
+        let thread = thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                if pin && !pin_thread(EXEC_CPU) {
+                    PIN_FAILED.store(true, Ordering::Relaxed);
+                }
+                let began = Instant::now();
+                let before = sched_times();
+                let parks = body(tx, stop_rx);
+                let after = sched_times();
+                ExecReport {
+                    parks,
+                    life_ns: began.elapsed().as_nanos() as u64,
+                    cpu_ns: after.0.saturating_sub(before.0),
+                    wait_ns: after.1.saturating_sub(before.1),
+                }
+            })
+            .unwrap();
+        let spawner = rx.recv().expect("executor thread failed to start");
+        ExecThread {
+            spawner,
+            stop,
+            thread,
+        }
+    }
+
+    fn finish(self) -> ExecReport {
+        let _ = self.stop.send(());
+        self.thread.join().expect("executor thread panicked")
+    }
+}
+
+fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::RemoteSpawner<u8>> {
+    ExecThread::start("tourbillon", pin, |tx, stop| {
+        let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+        tx.send(ex.remote_spawner()).unwrap();
+        ex.block_on(async {
+            let _ = stop.await;
+        });
+        Some(ex.stats().parks)
+    })
+}
+
+fn start_tokio(pin: bool) -> ExecThread<tokio::runtime::Handle> {
+    ExecThread::start("tokio", pin, |tx, stop| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tx.send(rt.handle().clone()).unwrap();
+        rt.block_on(async {
+            let _ = stop.await;
+        });
+        None
+    })
+}
+
+fn start_async_executor(pin: bool) -> ExecThread<Arc<async_executor::Executor<'static>>> {
+    ExecThread::start("async-executor", pin, |tx, stop| {
+        let ex = Arc::new(async_executor::Executor::new());
+        tx.send(ex.clone()).unwrap();
+        futures_lite::future::block_on(ex.run(async {
+            let _ = stop.await;
+        }));
+        None
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum System {
+    Tourbillon,
+    Tokio,
+    AsyncExecutor,
+}
+
+const SYSTEMS: [System; 3] = [System::Tourbillon, System::Tokio, System::AsyncExecutor];
+const BASELINE: System = System::Tokio;
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Tourbillon => "tourbillon (RemoteSpawner)",
+            System::Tokio => "tokio current_thread (Handle::spawn)",
+            System::AsyncExecutor => "async-executor Executor (spawn)",
+        }
+    }
+
+    /// One run of `w` on a fresh executor thread.
+    fn run(self, w: Workload, cfg: &Config) -> Sample {
+        match self {
+            System::Tourbillon => run_on(start_tourbillon(cfg.pin), w, cfg),
+            System::Tokio => run_on(start_tokio(cfg.pin), w, cfg),
+            System::AsyncExecutor => run_on(start_async_executor(cfg.pin), w, cfg),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Workloads
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Workload {
+    WakeIdle,
+    WakeBackToBack,
+    SpawnThroughput,
+    SpawnLatency,
+}
+
+const WORKLOADS: [Workload; 4] = [
+    Workload::WakeIdle,
+    Workload::WakeBackToBack,
+    Workload::SpawnThroughput,
+    Workload::SpawnLatency,
+];
+
+impl Workload {
+    fn key(self) -> &'static str {
+        match self {
+            Workload::WakeIdle => "wake_idle",
+            Workload::WakeBackToBack => "wake_back_to_back",
+            Workload::SpawnThroughput => "spawn_throughput",
+            Workload::SpawnLatency => "spawn_latency",
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Default)]
+struct Sample {
+    /// Timed part (spawn workloads): first spawn to last handle.
+    secs: f64,
+    /// Of which the remote thread spent in the spawn loop.
+    spawn_secs: f64,
+    /// Latencies, ns: wake-to-poll, or spawn-to-first-poll.
+    lat_ns: Vec<u64>,
+    /// The remote thread's `wake()` calls, ns (wake workloads).
+    call_ns: Vec<u64>,
+    /// Wakes (warm-up included) or tasks of the run (for parks per unit).
+    units: usize,
+    /// Recorded wakes the task saw before it had to wait (the flag was up
+    /// when it looked): no wake-to-poll latency, not in `lat_ns`.
+    no_wait: usize,
+    exec: ExecReport,
+}
+
+fn run_on<S: RemoteSys>(ex: ExecThread<S>, w: Workload, cfg: &Config) -> Sample {
+    let mut s = match w {
+        Workload::WakeIdle => wake_run(&ex.spawner, cfg.sizes.wakes, Some(cfg.gap)),
+        Workload::WakeBackToBack => wake_run(&ex.spawner, cfg.sizes.wakes, None),
+        Workload::SpawnThroughput => spawn_throughput(&ex.spawner, cfg.sizes.tasks),
+        Workload::SpawnLatency => spawn_latency(&ex.spawner, cfg.sizes.tasks),
+    };
+    s.exec = ex.finish();
+    s
+}
+
+/// The signal between the remote thread and the waiting task.
+struct Signal {
+    base: Instant,
+    waker: AtomicWaker,
+    flag: AtomicBool,
+    /// When the remote thread woke the task (ns after `base`).
+    wake_at: AtomicU64,
+    /// Wakes the task has seen.
+    ack: AtomicU64,
+}
+
+impl Signal {
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+}
+
+fn wake_run<S: RemoteSys>(s: &S, wakes: usize, gap: Option<Duration>) -> Sample {
+    let total = WAKE_WARMUP + wakes;
+    let sig = Arc::new(Signal {
+        base: Instant::now(),
+        waker: AtomicWaker::new(),
+        flag: AtomicBool::new(false),
+        wake_at: AtomicU64::new(0),
+        ack: AtomicU64::new(0),
+    });
+    let task_sig = sig.clone();
+    let task = s.spawn(async move {
+        let sig = task_sig;
+        let mut lat = Vec::with_capacity(wakes);
+        let mut no_wait = 0;
+        for i in 0..total {
+            let mut waited = false;
+            poll_fn(|cx| {
+                if sig.flag.swap(false, Ordering::AcqRel) {
+                    return Poll::Ready(());
+                }
+                sig.waker.register(cx.waker());
+                if sig.flag.swap(false, Ordering::AcqRel) {
+                    Poll::Ready(())
+                } else {
+                    waited = true;
+                    Poll::Pending
+                }
+            })
+            .await;
+            let now = sig.now();
+            if i >= WAKE_WARMUP {
+                if waited {
+                    lat.push(now.saturating_sub(sig.wake_at.load(Ordering::Acquire)));
+                } else {
+                    no_wait += 1;
+                }
+            }
+            sig.ack.store(i as u64 + 1, Ordering::Release);
+        }
+        (lat, no_wait)
+    });
+    let mut call_ns = Vec::with_capacity(total);
+    for i in 0..total as u64 {
+        spin_until(|| sig.ack.load(Ordering::Acquire) >= i);
+        if let Some(gap) = gap {
+            spin(gap);
+        }
+        let t = sig.now();
+        sig.wake_at.store(t, Ordering::Release);
+        sig.flag.store(true, Ordering::Release);
+        sig.waker.wake();
+        call_ns.push(sig.now() - t);
+    }
+    let (lat, no_wait) = futures::executor::block_on(S::join(task));
+    call_ns.drain(..WAKE_WARMUP);
+    Sample {
+        lat_ns: lat,
+        call_ns,
+        no_wait,
+        units: total,
+        ..Sample::default()
+    }
+}
+
+fn spawn_throughput<S: RemoteSys>(s: &S, tasks: usize) -> Sample {
+    let mut hs = Vec::with_capacity(tasks);
+    let start = Instant::now();
+    for i in 0..tasks {
+        hs.push(s.spawn(async move { i }));
+    }
+    let spawned = start.elapsed();
+    let sum = futures::executor::block_on(async {
+        let mut sum = 0usize;
+        for h in hs {
+            sum = sum.wrapping_add(S::join(h).await);
+        }
+        sum
+    });
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(sum, tasks * (tasks.saturating_sub(1)) / 2);
+    Sample {
+        secs,
+        spawn_secs: spawned.as_secs_f64(),
+        units: tasks,
+        ..Sample::default()
+    }
+}
+
+fn spawn_latency<S: RemoteSys>(s: &S, tasks: usize) -> Sample {
+    let base = Instant::now();
+    let mut hs = Vec::with_capacity(tasks);
+    let start = Instant::now();
+    for _ in 0..tasks {
+        let at = base.elapsed();
+        hs.push(s.spawn(async move { (base.elapsed() - at).as_nanos() as u64 }));
+    }
+    let spawned = start.elapsed();
+    let lat = futures::executor::block_on(async {
+        let mut lat = Vec::with_capacity(tasks);
+        for h in hs {
+            lat.push(S::join(h).await);
+        }
+        lat
+    });
+    Sample {
+        secs: start.elapsed().as_secs_f64(),
+        spawn_secs: spawned.as_secs_f64(),
+        lat_ns: lat,
+        units: tasks,
+        ..Sample::default()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Statistics and reports
+
+/// Sorted, index round(p (n - 1)) (as benches/tail.rs); `p` in [0, 1].
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[(p * (sorted.len() - 1) as f64).round() as usize]
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+/// Latency summary of all rounds of one system on one workload, in us.
+struct Lat {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    n: usize,
+    /// Range of the per-round p50 and p99.
+    round_p50: (f64, f64),
+    round_p99: (f64, f64),
+    call_p50: f64,
+    call_p99: f64,
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+fn lat_summary(runs: &[Sample]) -> Lat {
+    let mut all: Vec<u64> = runs.iter().flat_map(|r| r.lat_ns.iter().copied()).collect();
+    all.sort_unstable();
+    let mut calls: Vec<u64> = runs
+        .iter()
+        .flat_map(|r| r.call_ns.iter().copied())
+        .collect();
+    calls.sort_unstable();
+    let per_round = |p: f64| -> Vec<f64> {
+        runs.iter()
+            .map(|r| {
+                let mut v = r.lat_ns.clone();
+                v.sort_unstable();
+                us(pct(&v, p))
+            })
+            .collect()
+    };
+    Lat {
+        p50: us(pct(&all, 0.5)),
+        p99: us(pct(&all, 0.99)),
+        max: us(all.last().copied().unwrap_or(0)),
+        n: all.len(),
+        round_p50: min_max(&per_round(0.5)),
+        round_p99: min_max(&per_round(0.99)),
+        call_p50: us(pct(&calls, 0.5)),
+        call_p99: us(pct(&calls, 0.99)),
+    }
+}
+
+/// Median over rounds of the executor thread's waiting share, in percent.
+fn wait_pct(runs: &[Sample]) -> f64 {
+    let v: Vec<f64> = runs
+        .iter()
+        .map(|r| 100.0 * r.exec.wait_ns as f64 / r.exec.life_ns.max(1) as f64)
+        .collect();
+    median(&v)
+}
+
+/// Parks per unit (wake or task), median over rounds; tourbillon only.
+fn parks_per_unit(runs: &[Sample]) -> Option<f64> {
+    let v: Option<Vec<f64>> = runs
+        .iter()
+        .map(|r| r.exec.parks.map(|p| p as f64 / r.units.max(1) as f64))
+        .collect();
+    v.map(|v| median(&v))
+}
+
+/// Throughput summary of one system on one workload.
+struct Thr {
+    median_s: f64,
+    min_s: f64,
+    max_s: f64,
+    spawn_s: f64,
+    /// The executor thread's CPU time (median over rounds).
+    exec_cpu_s: f64,
+}
+
+fn thr_summary(runs: &[Sample]) -> Thr {
+    let secs: Vec<f64> = runs.iter().map(|r| r.secs).collect();
+    let (min_s, max_s) = min_max(&secs);
+    Thr {
+        median_s: median(&secs),
+        min_s,
+        max_s,
+        spawn_s: median(&runs.iter().map(|r| r.spawn_secs).collect::<Vec<_>>()),
+        exec_cpu_s: median(
+            &runs
+                .iter()
+                .map(|r| r.exec.cpu_ns as f64 / 1e9)
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+struct Report {
+    /// `samples[system][workload]`: one per round.
+    samples: Vec<Vec<Vec<Sample>>>,
+    cfg: Config,
+    rounds: usize,
+    quick: bool,
+}
+
+fn sys_index(s: System) -> usize {
+    SYSTEMS.iter().position(|&x| x == s).unwrap()
+}
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    match x {
+        Some(v) => format!("{v:.digits$}"),
+        None => "-".to_string(),
+    }
+}
+
+impl Report {
+    fn runs(&self, si: usize, wi: usize) -> &[Sample] {
+        &self.samples[si][wi]
+    }
+
+    /// Share of the recorded wakes that the task saw without waiting.
+    fn no_wait_pct(&self, runs: &[Sample]) -> f64 {
+        let n: usize = runs.iter().map(|r| r.no_wait).sum();
+        100.0 * n as f64 / (runs.len() * self.cfg.sizes.wakes).max(1) as f64
+    }
+
+    fn print_wake(&self, wi: usize, title: &str) {
+        let base = lat_summary(self.runs(sys_index(BASELINE), wi));
+        println!();
+        println!("{title}");
+        println!();
+        println!(
+            "| system | p50 us | p99 us | max us | per-round p50 us | per-round p99 us | \
+             p50 / tokio | p99 / tokio | wake() call p50 / p99 us | parks/wake | no-wait % | \
+             exec thread waiting % |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for (si, s) in SYSTEMS.iter().enumerate() {
+            let runs = self.runs(si, wi);
+            let l = lat_summary(runs);
+            println!(
+                "| {} | {:.1} | {:.1} | {:.1} | {:.1}-{:.1} | {:.1}-{:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {} | {:.1} | {:.2} |",
+                s.name(),
+                l.p50,
+                l.p99,
+                l.max,
+                l.round_p50.0,
+                l.round_p50.1,
+                l.round_p99.0,
+                l.round_p99.1,
+                l.p50 / base.p50,
+                l.p99 / base.p99,
+                l.call_p50,
+                l.call_p99,
+                opt(parks_per_unit(runs), 2),
+                self.no_wait_pct(runs),
+                wait_pct(runs)
+            );
+        }
+    }
+
+    fn print_spawn(&self) {
+        let wi = 2;
+        let tasks = self.cfg.sizes.tasks as f64;
+        let base = thr_summary(self.runs(sys_index(BASELINE), wi));
+        println!();
+        println!(
+            "Remote spawn throughput: {} tasks `async move {{ i }}` spawned from the remote thread, \
+             then every handle awaited there (first spawn to last handle; median of {} rounds)",
+            self.cfg.sizes.tasks, self.rounds
+        );
+        println!();
+        println!(
+            "| system | median ms | min ms | max ms | tasks/s (median) | ns/task | spawn calls ns/task | \
+             time / tokio | exec thread CPU ns/task | parks/task | exec thread waiting % |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        for (si, s) in SYSTEMS.iter().enumerate() {
+            let runs = self.runs(si, wi);
+            let t = thr_summary(runs);
+            println!(
+                "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} | {} | {:.2} |",
+                s.name(),
+                t.median_s * 1e3,
+                t.min_s * 1e3,
+                t.max_s * 1e3,
+                tasks / t.median_s,
+                t.median_s * 1e9 / tasks,
+                t.spawn_s * 1e9 / tasks,
+                t.median_s / base.median_s,
+                t.exec_cpu_s * 1e9 / tasks,
+                opt(parks_per_unit(runs), 3),
+                wait_pct(runs)
+            );
+        }
+
+        let wi = 3;
+        let base = lat_summary(self.runs(sys_index(BASELINE), wi));
+        println!();
+        println!(
+            "Spawn-to-first-poll latency: the same spawns, each task timestamped just before its \
+             spawn call and reading the clock at its first poll (spawned back to back, so this \
+             includes the executor's backlog); all samples of {} rounds",
+            self.rounds
+        );
+        println!();
+        println!(
+            "| system | p50 us | p99 us | max us | per-round p50 us | p50 / tokio | p99 / tokio | \
+             tasks/s (median, timestamped) |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for (si, s) in SYSTEMS.iter().enumerate() {
+            let runs = self.runs(si, wi);
+            let l = lat_summary(runs);
+            let t = thr_summary(runs);
+            println!(
+                "| {} | {:.1} | {:.1} | {:.1} | {:.1}-{:.1} | {:.2} | {:.2} | {:.0} |",
+                s.name(),
+                l.p50,
+                l.p99,
+                l.max,
+                l.round_p50.0,
+                l.round_p50.1,
+                l.p50 / base.p50,
+                l.p99 / base.p99,
+                tasks / t.median_s
+            );
+        }
+    }
+
+    fn json(&self, wall: f64, pinned: bool) -> String {
+        let num = |x: f64| {
+            if x.is_finite() {
+                format!("{x}")
+            } else {
+                "null".to_string()
+            }
+        };
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut o = String::from("{\n");
+        o += &format!("  \"unix_time\": {unix},\n");
+        o += &format!("  \"rounds\": {},\n", self.rounds);
+        o += &format!("  \"quick\": {},\n", self.quick);
+        o += &format!("  \"pinned\": {pinned},\n");
+        o += &format!("  \"wall_seconds\": {},\n", num(wall));
+        o += &format!(
+            "  \"sizes\": {{\"wakes_per_run\": {}, \"wake_warmup\": {WAKE_WARMUP}, \"gap_us\": {}, \
+             \"tasks_per_run\": {}}},\n",
+            self.cfg.sizes.wakes,
+            num(self.cfg.gap.as_secs_f64() * 1e6),
+            self.cfg.sizes.tasks
+        );
+        o += &format!("  \"baseline\": {},\n", json_str(BASELINE.name()));
+        o += "  \"workloads\": [\n";
+        let mut ws = Vec::new();
+        for (wi, w) in WORKLOADS.iter().enumerate() {
+            let base_lat = lat_summary(self.runs(sys_index(BASELINE), wi));
+            let base_thr = thr_summary(self.runs(sys_index(BASELINE), wi));
+            let rows: Vec<String> = SYSTEMS
+                .iter()
+                .enumerate()
+                .map(|(si, s)| {
+                    let runs = self.runs(si, wi);
+                    let mut r = format!("      {{\"system\": {}", json_str(s.name()));
+                    let wait: Vec<String> = runs
+                        .iter()
+                        .map(|x| num(100.0 * x.exec.wait_ns as f64 / x.exec.life_ns.max(1) as f64))
+                        .collect();
+                    r += &format!(", \"exec_thread_waiting_pct\": [{}]", wait.join(", "));
+                    if let Some(p) = parks_per_unit(runs) {
+                        r += &format!(", \"parks_per_unit\": {}", num(p));
+                    }
+                    if !runs.iter().all(|x| x.lat_ns.is_empty()) {
+                        let l = lat_summary(runs);
+                        let per_round: Vec<String> = runs
+                            .iter()
+                            .map(|x| {
+                                let mut v = x.lat_ns.clone();
+                                v.sort_unstable();
+                                format!(
+                                    "{{\"p50\": {}, \"p99\": {}, \"max\": {}}}",
+                                    num(us(pct(&v, 0.5))),
+                                    num(us(pct(&v, 0.99))),
+                                    num(us(v.last().copied().unwrap_or(0)))
+                                )
+                            })
+                            .collect();
+                        r += &format!(
+                            ", \"latency_us\": {{\"samples\": {}, \"p50\": {}, \"p99\": {}, \"max\": {}, \
+                             \"p50_ratio\": {}, \"p99_ratio\": {}, \"per_round\": [{}]}}",
+                            l.n,
+                            num(l.p50),
+                            num(l.p99),
+                            num(l.max),
+                            num(l.p50 / base_lat.p50),
+                            num(l.p99 / base_lat.p99),
+                            per_round.join(", ")
+                        );
+                        if !runs.iter().all(|x| x.call_ns.is_empty()) {
+                            r += &format!(
+                                ", \"wake_call_us\": {{\"p50\": {}, \"p99\": {}}}, \"no_wait_pct\": {}",
+                                num(l.call_p50),
+                                num(l.call_p99),
+                                num(self.no_wait_pct(runs))
+                            );
+                        }
+                    }
+                    if matches!(w, Workload::SpawnThroughput | Workload::SpawnLatency) {
+                        let t = thr_summary(runs);
+                        let tasks = self.cfg.sizes.tasks as f64;
+                        r += &format!(
+                            ", \"samples_ms\": [{}], \"median_ms\": {}, \"min_ms\": {}, \"max_ms\": {}, \
+                             \"tasks_per_sec\": {}, \"ns_per_task\": {}, \"spawn_call_ns_per_task\": {}, \
+                             \"time_ratio\": {}, \"exec_thread_cpu_ns_per_task\": {}",
+                            runs.iter()
+                                .map(|x| num(x.secs * 1e3))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            num(t.median_s * 1e3),
+                            num(t.min_s * 1e3),
+                            num(t.max_s * 1e3),
+                            num(tasks / t.median_s),
+                            num(t.median_s * 1e9 / tasks),
+                            num(t.spawn_s * 1e9 / tasks),
+                            num(t.median_s / base_thr.median_s),
+                            num(t.exec_cpu_s * 1e9 / tasks)
+                        );
+                    }
+                    r + "}"
+                })
+                .collect();
+            ws.push(format!(
+                "    {{\"key\": {}, \"systems\": [\n{}\n    ]}}",
+                json_str(w.key()),
+                rows.join(",\n")
+            ));
+        }
+        o += &ws.join(",\n");
+        o += "\n  ]\n}\n";
+        o
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o += "\\\"",
+            '\\' => o += "\\\\",
+            '\n' => o += "\\n",
+            c if (c as u32) < 0x20 => o += &format!("\\u{:04x}", c as u32),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+// ---------------------------------------------------------------------------
+
+fn main() {
+    let wall = Instant::now();
+    let args: Vec<String> = std::env::args().collect();
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let quick = args.iter().any(|a| a == "--quick");
+    let rounds = value("--rounds")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(if quick { 3 } else { 7 })
+        .max(1);
+    let gap_us = value("--gap-us")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(50);
+    let out = value("--out")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/remote"));
+    let pin = !args.iter().any(|a| a == "--no-pin");
+    let cfg = Config {
+        sizes: if quick { QUICK } else { FULL },
+        gap: Duration::from_micros(gap_us),
+        pin,
+    };
+    let pinned = pin && pin_thread(REMOTE_CPU);
+    if pin {
+        if pinned {
+            println!("remote (main) thread pinned to CPU {REMOTE_CPU}, executor threads to CPU {EXEC_CPU} (taskset -p -c N <tid>)");
+        } else {
+            println!("not pinned (taskset unavailable or refused); figures are noisier");
+        }
+    } else {
+        println!("not pinned (--no-pin)");
+    }
+    if quick {
+        println!("QUICK MODE: {rounds} rounds, reduced sizes; figures not comparable to full runs");
+    }
+    println!(
+        "wakes: {} recorded per run (+{WAKE_WARMUP} warm-up), idle gap {gap_us} us; spawns: {} tasks per run. \
+         {rounds} rounds, systems alternated run by run, fresh executor thread per run",
+        cfg.sizes.wakes, cfg.sizes.tasks
+    );
+
+    // One untimed pass at the quick sizes (thread start-up, page faults,
+    // allocator growth).
+    let warm = Config {
+        sizes: QUICK,
+        ..cfg
+    };
+    for w in WORKLOADS {
+        for s in SYSTEMS {
+            drop(s.run(w, &warm));
+        }
+    }
+
+    let mut samples: Vec<Vec<Vec<Sample>>> = SYSTEMS
+        .iter()
+        .map(|_| WORKLOADS.iter().map(|_| Vec::new()).collect())
+        .collect();
+    for round in 0..rounds {
+        let t = Instant::now();
+        for (wi, w) in WORKLOADS.iter().enumerate() {
+            for (si, s) in SYSTEMS.iter().enumerate() {
+                samples[si][wi].push(s.run(*w, &cfg));
+            }
+        }
+        eprintln!(
+            "round {}/{rounds} done in {:.1} s",
+            round + 1,
+            t.elapsed().as_secs_f64()
+        );
+    }
+    if PIN_FAILED.load(Ordering::Relaxed) {
+        println!("(some executor threads could not pin themselves to CPU {EXEC_CPU})");
+    }
+
+    let report = Report {
+        samples,
+        cfg,
+        rounds,
+        quick,
+    };
+    report.print_wake(
+        0,
+        &format!(
+            "Wake-to-poll latency from another thread, idle executor ({} wakes per run, {gap_us} us \
+             spin after each ack before the next wake; all samples of {rounds} rounds)",
+            cfg.sizes.wakes
+        ),
+    );
+    report.print_wake(
+        1,
+        &format!(
+            "Wake-to-poll latency from another thread, back-to-back ({} wakes per run, next wake as \
+             soon as the ack is seen; all samples of {rounds} rounds)",
+            cfg.sizes.wakes
+        ),
+    );
+    report.print_spawn();
+
+    let wall = wall.elapsed().as_secs_f64();
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        println!("cannot create {}: {e}", out.display());
+    } else {
+        let json = out.join("remote.json");
+        match std::fs::write(&json, report.json(wall, pinned)) {
+            Ok(()) => println!("\nwrote {}", json.display()),
+            Err(e) => println!("\ncannot write {}: {e}", json.display()),
+        }
+    }
+    println!("wall time {wall:.1} s");
+}
