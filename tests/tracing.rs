@@ -19,7 +19,8 @@ struct Fields(Vec<(String, String)>);
 
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push((field.name().to_string(), format!("{value:?}")));
+        self.0
+            .push((field.name().to_string(), format!("{value:?}")));
     }
 }
 
@@ -46,7 +47,11 @@ fn a_span_per_run_and_per_poll_with_queue_and_task() {
     let rec = Recorder::default();
     let spans = rec.spans.clone();
     tracing::subscriber::with_default(rec, || {
-        let ex = Builder::new().queue("fg", 1).queue("bg", 1).build().unwrap();
+        let ex = Builder::new()
+            .queue("fg", 1)
+            .queue("bg", 1)
+            .build()
+            .unwrap();
         let a = ex
             .spawn("fg", async {
                 yield_now().await;
