@@ -83,6 +83,24 @@ impl GroupId {
         (self.0 & !TASK_GROUP) as usize
     }
 
+    /// The id packed in 32 bits (the kind in the top bit), as a task cell
+    /// stores it. Indexes are below 2^31: slab indexes and registry slots
+    /// count live tasks.
+    pub(crate) const fn pack(self) -> u32 {
+        let kind = if self.is_task_group() { 1 << 31 } else { 0 };
+        kind | (self.index() as u32 & !(1 << 31))
+    }
+
+    /// The inverse of [`pack`](Self::pack).
+    pub(crate) const fn unpack(packed: u32) -> Self {
+        let index = packed & !(1 << 31);
+        if packed & (1 << 31) != 0 {
+            Self::task(index)
+        } else {
+            Self::keyed(index)
+        }
+    }
+
     /// The id as one integer (the kind in the top bit), e.g. for logs.
     pub const fn as_u64(self) -> u64 {
         self.0

@@ -30,7 +30,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
@@ -51,8 +51,9 @@ pub(crate) struct Header {
     /// The executor's thread-safe half (inbox, unparker). Kept alive by the
     /// cell so a waker that outlives the executor stays harmless.
     pub(crate) remote: Arc<Remote>,
-    /// The task's group (fixed at spawn).
-    pub(crate) group: GroupId,
+    /// The task's group (fixed at spawn), packed in 32 bits
+    /// ([`GroupId::pack`]) to keep the header at 40 bytes.
+    group: u32,
     /// The task's queue (fixed at spawn).
     pub(crate) queue: u16,
     /// The executor-side state bits ([`State`]), kept here rather than in
@@ -62,6 +63,11 @@ pub(crate) struct Header {
     /// header is `Sync` for wakers on other threads, which never read it.
     state: AtomicU8,
 }
+
+// Compile-time check: the header stays at 40 bytes (it is read on every
+// poll and allocated with every task); loom's atomics are larger.
+#[cfg(not(tourbillon_loom))]
+const _: () = assert!(std::mem::size_of::<Header>() == 40);
 
 // Compile-time check: wakers may carry a header reference to any thread.
 const _: () = {
@@ -96,6 +102,12 @@ impl crate::executor::inbox::InboxFlag for Header {
 }
 
 impl Header {
+    /// The task's group.
+    #[inline]
+    pub(crate) fn group(&self) -> GroupId {
+        GroupId::unpack(self.group)
+    }
+
     /// The executor-side state bits (executor thread only).
     #[inline]
     pub(crate) fn state(&self) -> State {
@@ -160,11 +172,24 @@ enum Stage<F: Future> {
     Consumed,
 }
 
-/// `repr(C)` so that a pointer to the cell is a pointer to its header.
+/// `repr(C)` so that a pointer to the cell is a pointer to its header, and
+/// the join waker sits at the same offset whatever `F` is ([`Prefix`]).
 #[repr(C)]
 struct Cell<F: Future> {
     header: Header,
+    /// The waker of whoever awaits the task's join handle. Executor thread
+    /// only (through the slab's [`OwnedTask`]); foreign threads never touch
+    /// it.
+    join_waker: UnsafeCell<Option<Waker>>,
     stage: UnsafeCell<Stage<F>>,
+}
+
+/// The part of every `Cell<F>` that does not depend on `F`: `repr(C)` with
+/// the same leading fields, so its field offsets are the cell's.
+#[repr(C)]
+struct Prefix {
+    header: Header,
+    join_waker: UnsafeCell<Option<Waker>>,
 }
 
 /// A non-owning pointer to a task cell. Every method is `unsafe`: the caller
@@ -200,10 +225,11 @@ impl OwnedTask {
                 vtable: vtable::<F>(),
                 id,
                 remote,
-                group,
+                group: group.pack(),
                 queue,
                 state: AtomicU8::new(State::INITIAL.bits()),
             },
+            join_waker: UnsafeCell::new(None),
             stage: UnsafeCell::new(Stage::Running(future)),
         });
         let ptr = NonNull::from(Box::leak(cell)).cast::<Header>();
@@ -223,6 +249,37 @@ impl OwnedTask {
     pub(crate) fn waker_clone(&self) -> std::task::Waker {
         // The unowned waker is never dropped; its clone owns a reference.
         (*ManuallyDrop::new(crate::waker::task_waker_unowned(self.raw.ptr))).clone()
+    }
+
+    /// Registers the waker of the task's joiner (kept if it would wake the
+    /// same task).
+    pub(crate) fn set_join_waker(&self, waker: &Waker) {
+        // SAFETY: `OwnedTask` is `!Send` and `!Sync` and lives in the slab, so
+        // this runs on the executor thread, the only one that touches the join
+        // waker; the reference into the cell ends before any user code runs
+        // (the clone is made first, the old waker dropped after).
+        let slot = unsafe { &mut *self.join_waker_ptr() };
+        if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return;
+        }
+        let new = Some(waker.clone());
+        // SAFETY: as above; `waker.clone()` may have run user code, so the
+        // slot is borrowed anew.
+        let old = std::mem::replace(unsafe { &mut *self.join_waker_ptr() }, new);
+        drop(old);
+    }
+
+    /// Takes the joiner's waker out of the cell.
+    pub(crate) fn take_join_waker(&self) -> Option<Waker> {
+        // SAFETY: executor thread only, as in `set_join_waker`; `take` runs
+        // no user code.
+        unsafe { (*self.join_waker_ptr()).take() }
+    }
+
+    fn join_waker_ptr(&self) -> *mut Option<Waker> {
+        // SAFETY: `self` owns a reference, so the cell is alive; every
+        // `Cell<F>` starts with the fields of `Prefix` (both `repr(C)`).
+        unsafe { (*self.raw.ptr.cast::<Prefix>().as_ptr()).join_waker.get() }
     }
 
     /// The header (id, remote handle).
@@ -542,7 +599,8 @@ unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     // `OwnedTask::new` leaked. Its stage is `Consumed` (the slab consumes it
     // before releasing its reference), so dropping the box drops no future
     // or output here, whatever thread this is; it drops the `Arc<Remote>`,
-    // which is `Send + Sync`.
+    // which is `Send + Sync`, and the joiner's waker if one is left (a
+    // `Waker` is `Send`).
     drop(unsafe { Box::from_raw(ptr.cast::<Cell<F>>().as_ptr()) });
     #[cfg(all(test, tourbillon_loom))]
     DEALLOCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

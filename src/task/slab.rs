@@ -45,7 +45,7 @@ impl TaskEntry {
         self.task.header().queue as usize
     }
     pub(crate) fn group(&self) -> GroupId {
-        self.task.header().group
+        self.task.header().group()
     }
     pub(crate) fn id(&self) -> TaskId {
         TaskId::new(self.task.header().id.index(), self.generation)
@@ -66,12 +66,14 @@ impl TaskEntry {
 ///
 /// The entries hold what every poll reads (16 bytes: task pointer and
 /// generation; the state bits, queue and group are in the cell's header,
-/// which the poll reads anyway); what only spawn, join and shutdown touch
-/// lives beside them in `cold`, indexed alike, so that a run walks as
-/// little memory as possible.
+/// which the poll reads anyway, and so is the joiner's waker). Beside them,
+/// indexed alike, the generation of each slot's next occupant, and the
+/// optional per-task data of features in use (names, remote deliveries,
+/// ready stamps), so that a run walks as little memory as possible.
 pub(crate) struct TaskSlab {
     entries: Slab<TaskEntry>,
-    cold: Vec<ColdSlot>,
+    /// Generation of each slot's current (or next) occupant.
+    generations: Vec<u32>,
     /// Task names by slot, from the first named spawn on (empty before, so
     /// that unnamed tasks cost nothing).
     names: Vec<Option<Rc<str>>>,
@@ -81,15 +83,6 @@ pub(crate) struct TaskSlab {
     /// When each task last became runnable (clock ns), for the
     /// wake-to-first-poll histograms; empty unless they are on.
     ready_ns: Vec<u64>,
-}
-
-/// The rarely used part of a slot.
-#[derive(Default)]
-struct ColdSlot {
-    /// Generation of the slot's current (or next) occupant.
-    generation: u32,
-    /// The waker of the task awaiting this one's join handle.
-    join_waker: Option<Waker>,
 }
 
 /// How a poll (or a cancellation) ended.
@@ -166,7 +159,7 @@ impl TaskSlab {
     pub(crate) fn new() -> Self {
         Self {
             entries: Slab::new(),
-            cold: Vec::new(),
+            generations: Vec::new(),
             names: Vec::new(),
             deliver: Vec::new(),
             ready_ns: Vec::new(),
@@ -193,10 +186,13 @@ impl TaskSlab {
     {
         let slot = self.entries.vacant_entry();
         let index = slot.key();
-        if index >= self.cold.len() {
-            self.cold.resize_with(index + 1, ColdSlot::default);
+        // Ids and packed group ids hold indexes below 2^31 (a 2^31st live
+        // task would need hundreds of gigabytes).
+        assert!(index < 1 << 31, "tourbillon: more than 2^31 live tasks");
+        if index >= self.generations.len() {
+            self.generations.resize(index + 1, 0);
         }
-        let generation = self.cold[index].generation;
+        let generation = self.generations[index];
         let id = TaskId::new(index as u32, generation);
         let group = group.unwrap_or(GroupId::task(index as u32));
         slot.insert(TaskEntry {
@@ -264,9 +260,7 @@ impl TaskSlab {
         let index = id.index() as usize;
         let entry = self.entries.remove(index);
         debug_assert!(!entry.state().is_running());
-        let cold = &mut self.cold[index];
-        cold.generation = cold.generation.wrapping_add(1);
-        cold.join_waker = None;
+        self.generations[index] = self.generations[index].wrapping_add(1);
         if let Some(name) = self.names.get_mut(index) {
             *name = None;
         }
@@ -332,11 +326,7 @@ impl TaskSlab {
         };
         let st = e.state();
         if !st.is_complete() || st.is_running() {
-            let slot = &mut self.cold[id.index() as usize].join_waker;
-            match slot {
-                Some(w) if w.will_wake(waker) => {}
-                _ => *slot = Some(waker.clone()),
-            }
+            e.task.set_join_waker(waker);
             return (Poll::Pending, None);
         }
         let mut out = Poll::Pending;
@@ -357,7 +347,7 @@ impl TaskSlab {
             st.set_join_interest(false);
             st.is_complete() && !st.is_running()
         });
-        self.cold[id.index() as usize].join_waker = None;
+        drop(e.task.take_join_waker());
         if complete {
             Some(self.remove(id))
         } else {
@@ -377,7 +367,7 @@ impl TaskSlab {
         keys.into_iter()
             .map(|k| {
                 let id = TaskId::new(k as u32, self.entries[k].generation);
-                let join_waker = self.cold[k].join_waker.take();
+                let join_waker = self.entries[k].task.take_join_waker();
                 let deliver = self.take_deliver(k);
                 (self.remove(id), join_waker, deliver)
             })
@@ -402,7 +392,7 @@ impl TaskSlab {
             st.has_join_interest()
         });
         let (queue, group) = (e.queue(), e.group());
-        let join_waker = self.cold[id.index() as usize].join_waker.take();
+        let join_waker = e.task.take_join_waker();
         let deliver = self.take_deliver(id.index() as usize);
         let detached = if joined { None } else { Some(self.remove(id)) };
         Completion {
@@ -509,7 +499,7 @@ pub(crate) fn poll_task(
         };
         header.set_state(st);
         return Polled::Pending {
-            group: header.group,
+            group: header.group(),
             next,
         };
     };
