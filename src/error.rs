@@ -135,7 +135,8 @@ pub enum SharesError {
         /// The shares asked for.
         shares: u32,
     },
-    /// The executor has been dropped (shut down).
+    /// The executor has been dropped (shut down). Checked after the shares
+    /// themselves: zero or too many shares are reported as such even then.
     Shutdown,
 }
 

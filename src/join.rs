@@ -71,6 +71,8 @@ impl<T: 'static> JoinHandle<T> {
 impl<T: 'static> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
+    /// Polled again after it returned `Ready`, it returns
+    /// `Ready(Err(JoinError::Cancelled))`: the output was already taken.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (poll, entry) = self
             .core
