@@ -6,11 +6,11 @@
 //!   join handles and inbox entries; never dangles (a stale id simply finds
 //!   no entry, or an entry of another generation).
 //! * `TaskEntry` (`slab.rs`): the executor's record of a live task (its
-//!   generation; the join waker beside it) and the owner of one reference
-//!   to the task cell.
+//!   generation) and the owner of one reference to the task cell.
 //! * `OwnedTask` / `RawTask` (`raw.rs`): an owning / a borrowed pointer to
-//!   the heap cell that holds the header (id, queue, group, state bits) and
-//!   the future or its result.
+//!   the heap cell that holds the header (id, queue, group, state bits), the
+//!   joiner's waker and the future or its result. Cell memory comes from a
+//!   per-thread cache of freed cells (`cache.rs`).
 //! * `Waker`: a waker built from the header pointer is lent to every poll;
 //!   clones own a reference each and may travel to any thread.
 //!
@@ -56,10 +56,12 @@
 //!
 //! In the task machinery, `unsafe` is confined to `raw.rs` (the cell and
 //! its vtable), `slab.rs` (the calls that touch a stage, each guarded by
-//! the bits above) and `crate::waker`. The invariants are listed at the top
-//! of `raw.rs` and `slab.rs`. The only other `unsafe` of the crate is the
+//! the bits above), `cache.rs` (raw memory for cells: allocation and the
+//! per-thread free lists) and `crate::waker`. The invariants are listed at
+//! the top of `raw.rs`, `slab.rs` and `cache.rs`. The only other `unsafe` of the crate is the
 //! `rdtsc` intrinsic call in `executor/tsc.rs`.
 
+pub(crate) mod cache;
 pub(crate) mod group;
 pub(crate) mod id;
 pub(crate) mod raw;

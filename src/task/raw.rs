@@ -1,9 +1,10 @@
 //! The type-erased task cell: one heap allocation per task holding the
-//! header (reference count, vtable, id, queue, group, state bits) and the
-//! stage (the future, then its result).
+//! header (reference count, vtable, id, queue, group, state bits), the
+//! joiner's waker and the stage (the future, then its result).
 //!
-//! This file and `waker.rs` are the only places that hold `unsafe` code
-//! besides the poll harness in `task/slab.rs`. The invariants:
+//! This file, `waker.rs`, the poll harness in `task/slab.rs` and the cell
+//! memory cache in `task/cache.rs` hold the crate's `unsafe` code (plus one
+//! `_rdtsc` call in `executor/tsc.rs`). The invariants:
 //!
 //! * **Liveness.** The cell is freed when the reference count drops to zero.
 //!   The slab entry owns one reference ([`OwnedTask`]); every cloned `Waker`
@@ -20,6 +21,7 @@
 //!   `Consumed` (the slab consumes it before it gives up its reference), so
 //!   no `!Send` future or output is dropped off the executor's thread.
 
+use std::alloc::Layout;
 use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::future::Future;
@@ -35,6 +37,7 @@ use std::task::{Context, Poll, Waker};
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
 use crate::sync::{fence, AtomicUsize};
+use crate::task::cache;
 use crate::task::id::{GroupId, TaskId};
 use crate::task::state::State;
 
@@ -219,7 +222,7 @@ impl OwnedTask {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let cell = Box::new(Cell {
+        let cell = Cell {
             header: Header {
                 refs: AtomicUsize::new(1),
                 vtable: vtable::<F>(),
@@ -231,8 +234,12 @@ impl OwnedTask {
             },
             join_waker: UnsafeCell::new(None),
             stage: UnsafeCell::new(Stage::Running(future)),
-        });
-        let ptr = NonNull::from(Box::leak(cell)).cast::<Header>();
+        };
+        let mem = cache::allocate(Layout::new::<Cell<F>>()).cast::<Cell<F>>();
+        // SAFETY: `mem` is fresh memory for a `Cell<F>` (its layout, from the
+        // cell cache or the global allocator), not shared with anyone yet.
+        unsafe { mem.as_ptr().write(cell) };
+        let ptr = mem.cast::<Header>();
         OwnedTask {
             raw: RawTask { ptr },
         }
@@ -595,13 +602,17 @@ unsafe fn take_panic<F: Future>(ptr: NonNull<Header>) -> Option<Box<dyn Any + Se
 }
 
 unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
-    // SAFETY: the last reference is gone, so we own the `Box<Cell<F>>` that
-    // `OwnedTask::new` leaked. Its stage is `Consumed` (the slab consumes it
-    // before releasing its reference), so dropping the box drops no future
+    let cell = ptr.cast::<Cell<F>>();
+    // SAFETY: the last reference is gone, so we own the `Cell<F>` that
+    // `OwnedTask::new` wrote. Its stage is `Consumed` (the slab consumes it
+    // before releasing its reference), so dropping the cell drops no future
     // or output here, whatever thread this is; it drops the `Arc<Remote>`,
     // which is `Send + Sync`, and the joiner's waker if one is left (a
     // `Waker` is `Send`).
-    drop(unsafe { Box::from_raw(ptr.cast::<Cell<F>>().as_ptr()) });
+    unsafe { ptr::drop_in_place(cell.as_ptr()) };
+    // SAFETY: the memory came from `cache::allocate` with this layout, its
+    // contents were just dropped, and nothing refers to it any more.
+    unsafe { cache::release(cell.cast::<u8>(), Layout::new::<Cell<F>>()) };
     #[cfg(all(test, tourbillon_loom))]
     DEALLOCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
 }
