@@ -57,19 +57,21 @@ impl fmt::Display for TaskId {
 /// per-group state in a vector. An id may come back for a new group after the
 /// scheduler was told [`group_ended`](crate::Scheduler::group_ended).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupId(u64);
+pub struct GroupId(u32);
 
-const TASK_GROUP: u64 = 1 << 63;
+/// The kind bit: set for a task's own group. Indexes are below 2^31 (slab
+/// indexes and registry slots count live tasks and groups).
+const TASK_GROUP: u32 = 1 << 31;
 
 impl GroupId {
     /// The own group of the task at slab index `index`.
     pub(crate) const fn task(index: u32) -> Self {
-        Self(TASK_GROUP | index as u64)
+        Self(TASK_GROUP | index)
     }
 
     /// The keyed group in registry slot `slot`.
     pub(crate) const fn keyed(slot: u32) -> Self {
-        Self(slot as u64)
+        Self(slot & !TASK_GROUP)
     }
 
     /// Whether this is a task's own group (spawned without a group key).
@@ -83,27 +85,19 @@ impl GroupId {
         (self.0 & !TASK_GROUP) as usize
     }
 
-    /// The id packed in 32 bits (the kind in the top bit), as a task cell
-    /// stores it. Indexes are below 2^31: slab indexes and registry slots
-    /// count live tasks.
+    /// The id in 32 bits, as a task cell stores it.
     pub(crate) const fn pack(self) -> u32 {
-        let kind = if self.is_task_group() { 1 << 31 } else { 0 };
-        kind | (self.index() as u32 & !(1 << 31))
+        self.0
     }
 
     /// The inverse of [`pack`](Self::pack).
     pub(crate) const fn unpack(packed: u32) -> Self {
-        let index = packed & !(1 << 31);
-        if packed & (1 << 31) != 0 {
-            Self::task(index)
-        } else {
-            Self::keyed(index)
-        }
+        Self(packed)
     }
 
-    /// The id as one integer (the kind in the top bit), e.g. for logs.
+    /// The id as one integer (the kind in bit 31), e.g. for logs.
     pub const fn as_u64(self) -> u64 {
-        self.0
+        self.0 as u64
     }
 }
 
