@@ -51,6 +51,7 @@ use std::future::Future;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::thread;
 use std::time::Instant;
 
 use futures::{SinkExt, StreamExt};
@@ -625,7 +626,7 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-type Runner = Box<dyn Fn(Workload, &Sizes) -> Result<Sample, String>>;
+type Runner = Box<dyn Fn(Workload, &Sizes) -> Result<Sample, String> + Send + Sync>;
 
 struct System_ {
     name: &'static str,
@@ -798,7 +799,7 @@ impl Report<'_> {
     fn print_memory(&self) {
         println!();
         println!(
-            "Memory per spawned task (untimed pass, counting allocator; W1 {} tasks, W2 {} tasks; \
+            "Memory per spawned task (untimed pass, each run on a new thread, counting allocator; W1 {} tasks, W2 {} tasks; \
              bytes = bytes allocated, peak = peak live heap above the start of the timed part):",
             self.sizes.w1_tasks, self.sizes.w2_tasks
         );
@@ -1236,12 +1237,24 @@ fn main() {
         );
     }
 
-    // The memory pass: counting on, W1 and W2 once per system.
+    // The memory pass: counting on, W1 and W2 once per system, each on a
+    // new thread, so that what a system keeps in thread-local caches from
+    // earlier runs (tourbillon keeps freed task cells per thread) is not
+    // counted as free memory: every run starts from an empty thread.
     for s in systems.iter_mut().filter(|s| s.status.is_ok()) {
         for (mi, w) in [Workload::W1, Workload::W2].into_iter().enumerate() {
-            COUNTING.store(true, Relaxed);
-            let r = (s.run)(w, &sizes);
-            COUNTING.store(false, Relaxed);
+            let run = &s.run;
+            let sizes = &sizes;
+            let r = thread::scope(|sc| {
+                sc.spawn(move || {
+                    COUNTING.store(true, Relaxed);
+                    let r = run(w, sizes);
+                    COUNTING.store(false, Relaxed);
+                    r
+                })
+                .join()
+                .unwrap_or_else(|_| Err("panicked".into()))
+            });
             s.memory[mi] = r.ok();
         }
     }

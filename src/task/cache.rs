@@ -33,19 +33,52 @@ pub(crate) const MAX_CACHED_SIZE: usize = 1024;
 pub(crate) const MAX_CACHED_BYTES: usize = 8 << 20;
 const CLASSES: usize = MAX_CACHED_SIZE / GRANULE;
 
+/// Per class, a free list threaded through the free blocks themselves:
+/// the first word of a cached block is the address of the next (so caching
+/// allocates nothing).
 struct CellCache {
-    free: [Vec<NonNull<u8>>; CLASSES],
+    heads: [Option<NonNull<FreeBlock>>; CLASSES],
     bytes: usize,
+}
+
+/// A cached block: its first word links to the next of its class.
+struct FreeBlock {
+    next: Option<NonNull<FreeBlock>>,
+}
+
+impl CellCache {
+    fn pop(&mut self, class: usize) -> Option<NonNull<u8>> {
+        let block = self.heads[class]?;
+        // SAFETY: a block on a free list is owned by the cache, at least 16
+        // bytes and 16-aligned, and its first word was written by `push`.
+        self.heads[class] = unsafe { block.as_ptr().read().next };
+        self.bytes -= (class + 1) * GRANULE;
+        Some(block.cast())
+    }
+
+    /// # Safety
+    /// `ptr` is a free block of `class`'s layout, owned by the caller.
+    unsafe fn push(&mut self, class: usize, ptr: NonNull<u8>) {
+        let block = ptr.cast::<FreeBlock>();
+        // SAFETY: the block is at least 16 bytes, 16-aligned and ours (the
+        // contract), so a `FreeBlock` (one word) fits at its start.
+        unsafe {
+            block.as_ptr().write(FreeBlock {
+                next: self.heads[class],
+            })
+        };
+        self.heads[class] = Some(block);
+        self.bytes += (class + 1) * GRANULE;
+    }
 }
 
 impl Drop for CellCache {
     fn drop(&mut self) {
-        for (i, blocks) in self.free.iter_mut().enumerate() {
-            let layout = class_layout(i);
-            for p in blocks.drain(..) {
+        for class in 0..CLASSES {
+            let layout = class_layout(class);
+            while let Some(p) = self.pop(class) {
                 // SAFETY: every cached block was allocated with its class's
-                // layout by the global allocator and is owned by the cache
-                // alone (it left the cache never, or came back freed).
+                // layout by the global allocator and is owned by the cache.
                 unsafe { dealloc(p.as_ptr(), layout) };
             }
         }
@@ -55,7 +88,7 @@ impl Drop for CellCache {
 thread_local! {
     static CACHE: RefCell<CellCache> = const {
         RefCell::new(CellCache {
-            free: [const { Vec::new() }; CLASSES],
+            heads: [None; CLASSES],
             bytes: 0,
         })
     };
@@ -83,12 +116,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
         return global_alloc(layout);
     };
     let cached = CACHE
-        .try_with(|c| {
-            let mut c = c.try_borrow_mut().ok()?;
-            let p = c.free[class].pop()?;
-            c.bytes -= (class + 1) * GRANULE;
-            Some(p)
-        })
+        .try_with(|c| c.try_borrow_mut().ok()?.pop(class))
         .ok()
         .flatten();
     cached.unwrap_or_else(|| global_alloc(class_layout(class)))
@@ -122,8 +150,10 @@ pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
             if c.bytes + size > MAX_CACHED_BYTES {
                 return false;
             }
-            c.bytes += size;
-            c.free[class].push(ptr);
+            // SAFETY: `ptr` has its class's layout (every cacheable cell
+            // is allocated so) and is ours to free (this function's
+            // contract).
+            unsafe { c.push(class, ptr) };
             true
         })
         .unwrap_or(false);
