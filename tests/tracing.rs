@@ -9,10 +9,13 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
+/// A span's name and its fields as (name, value) pairs.
+type SpanRecord = (String, Vec<(String, String)>);
+
 /// Records the name and fields of every span created.
 #[derive(Default, Clone)]
 struct Recorder {
-    spans: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
+    spans: Arc<Mutex<Vec<SpanRecord>>>,
 }
 
 struct Fields(Vec<(String, String)>);
