@@ -46,6 +46,8 @@
 
 mod common;
 
+use common::json_str;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::hint::black_box;
@@ -1131,21 +1133,6 @@ impl Target {
     fn met(&self) -> bool {
         self.value <= self.limit
     }
-}
-
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o += "\\\"",
-            '\\' => o += "\\\\",
-            '\n' => o += "\\n",
-            c if (c as u32) < 0x20 => o += &format!("\\u{:04x}", c as u32),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
 }
 
 // ---------------------------------------------------------------------------

@@ -56,6 +56,8 @@
 
 mod common;
 
+use common::{sched_times, Rng};
+
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::rc::Rc;
@@ -67,36 +69,11 @@ use tourbillon::{yield_now, Builder, ExecutorStats};
 /// Range of one poll's CPU work.
 const POLL_US: (u64, u64) = (10, 50);
 
-/// splitmix64 (Steele, Lea, Flood 2014), as in `tail.rs`.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform integer in `[lo, hi]`.
-    fn int(&mut self, (lo, hi): (u64, u64)) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-}
-
 /// The tasks' own accounting: spin time per queue, and the longest spin
 /// (a spin much longer than 50 us is time the OS took from the thread).
 struct Own {
     service: Vec<Cell<u64>>,
     longest: Cell<u64>,
-}
-
-/// The calling thread's (time on CPU, time runnable but waiting for a CPU)
-/// so far, in ns, from `/proc/thread-self/schedstat`; zeros if unreadable.
-fn sched_times() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
 /// One saturating task: spin 10-50 us, yield, until `stop`; adds its spin

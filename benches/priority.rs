@@ -93,9 +93,12 @@
 //! Usage: `cargo bench --bench priority [-- --secs S --warmup S --quick
 //! --rps N --bg N --seed N --systems 1,4,5 --no-pin]`.
 
+mod common;
+
+use common::{pin_thread, run_ok, sched_times, thread_id, Rng};
+
 use std::cell::RefCell;
 use std::future::Future;
-use std::process::Command;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -120,24 +123,9 @@ const GEN_CPU: u32 = 0;
 
 // ------------------------------------------------------------------ setup --
 
-/// splitmix64 (Steele, Lea, Flood 2014), as in `tail.rs`.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform integer in `[lo, hi]`.
-    fn int(&mut self, (lo, hi): (u64, u64)) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-    fn micros(&mut self, range: (u64, u64)) -> Duration {
-        Duration::from_micros(self.int(range))
-    }
+/// A uniform duration of `[lo, hi]` microseconds.
+fn micros(rng: &mut Rng, range: (u64, u64)) -> Duration {
+    Duration::from_micros(rng.int(range))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -196,24 +184,6 @@ impl Shared {
 /// (queue delay, total latency) of one measured request, in ns.
 type Samples = Rc<RefCell<Vec<(u64, u64)>>>;
 
-/// This thread's kernel id (`/proc/thread-self` -> `PID/task/TID`).
-fn thread_id() -> Option<String> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    Some(link.file_name()?.to_str()?.to_string())
-}
-
-fn run_ok(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Pins the calling thread (only it) to `cpu`; says whether it could.
-fn pin_thread(cpu: u32) -> bool {
-    thread_id().is_some_and(|tid| run_ok("taskset", &["-p", "-c", &cpu.to_string(), &tid]))
-}
-
 /// Sets the calling thread's nice value; says whether it could.
 fn nice_thread(nice: i32) -> bool {
     thread_id().is_some_and(|tid| run_ok("renice", &["-n", &nice.to_string(), "-p", &tid]))
@@ -224,14 +194,6 @@ fn place_executor(cfg: &Config, what: &str) {
     if cfg.pin && !pin_thread(EXEC_CPU) {
         println!("  ({what}: could not pin to CPU {EXEC_CPU}; unpinned)");
     }
-}
-
-/// The calling thread's (time on CPU, time runnable but waiting for a CPU)
-/// so far, in ns, from `/proc/thread-self/schedstat`; zeros if unreadable.
-fn sched_times() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
 /// Busy loop on the real clock for `d`; returns when it ended.
@@ -269,7 +231,7 @@ fn generate(
             break;
         }
         let rounds = (0..rng.int(ROUNDS))
-            .map(|_| (rng.micros(CPU_US), rng.micros(SLEEP_US)))
+            .map(|_| (micros(&mut rng, CPU_US), micros(&mut rng, SLEEP_US)))
             .collect();
         let now = Instant::now();
         if due > now {
@@ -318,8 +280,8 @@ async fn fg_request(req: Request, shared: Arc<Shared>, samples: Samples) {
 async fn bg_loop(seed: u64, shared: Arc<Shared>) {
     let mut rng = Rng(seed);
     while !shared.stop.load(Ordering::Relaxed) {
-        let cpu = rng.micros(CPU_US);
-        let sleep = rng.micros(SLEEP_US);
+        let cpu = micros(&mut rng, CPU_US);
+        let sleep = micros(&mut rng, SLEEP_US);
         let end = spin(cpu);
         if shared.window.contains(end) {
             shared.bg_units.fetch_add(1, Ordering::Relaxed);

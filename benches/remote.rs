@@ -71,9 +71,12 @@
 //! cargo passes) are ignored. Writes `remote.json` to `target/remote/` or
 //! `--out DIR`.
 
+mod common;
+
+use common::{json_str, pin_thread, sched_times};
+
 use std::future::{poll_fn, Future};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::task::Poll;
@@ -115,32 +118,8 @@ struct Config {
 // ---------------------------------------------------------------------------
 // Threads: placement and scheduler statistics (as benches/priority.rs)
 
-/// This thread's kernel id (`/proc/thread-self` -> `PID/task/TID`).
-fn thread_id() -> Option<String> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    Some(link.file_name()?.to_str()?.to_string())
-}
-
-/// Pins the calling thread (only it) to `cpu`; says whether it could.
-fn pin_thread(cpu: u32) -> bool {
-    thread_id().is_some_and(|tid| {
-        Command::new("taskset")
-            .args(["-p", "-c", &cpu.to_string(), &tid])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 /// Set when an executor thread could not pin itself (reported once).
 static PIN_FAILED: AtomicBool = AtomicBool::new(false);
-
-/// The calling thread's (time on CPU, time runnable but waiting for a CPU)
-/// so far, in ns, from `/proc/thread-self/schedstat`; zeros if unreadable.
-fn sched_times() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
-}
 
 /// Busy loop on the real clock for `d`.
 fn spin(d: Duration) {
@@ -917,21 +896,6 @@ impl Report {
         o += "\n  ]\n}\n";
         o
     }
-}
-
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o += "\\\"",
-            '\\' => o += "\\\\",
-            '\n' => o += "\\n",
-            c if (c as u32) < 0x20 => o += &format!("\\u{:04x}", c as u32),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
 }
 
 // ---------------------------------------------------------------------------

@@ -65,6 +65,8 @@
 
 mod common;
 
+use common::Rng;
+
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -76,27 +78,15 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------- script --
 
-/// splitmix64 (Steele, Lea, Flood 2014): small, seedable, good enough here.
-struct Rng(u64);
+/// Workload draws on top of the shared splitmix64 (`common::Rng`).
+trait Draws {
+    fn uniform(&mut self, range: (f64, f64)) -> f64;
+    fn exp(&mut self, rate: f64) -> f64;
+}
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
+impl Draws for Rng {
     fn uniform(&mut self, (lo, hi): (f64, f64)) -> f64 {
         lo + (hi - lo) * self.f64()
-    }
-    /// Uniform integer in [lo, hi].
-    fn int(&mut self, (lo, hi): (u32, u32)) -> u32 {
-        lo + (self.next_u64() % (hi - lo + 1) as u64) as u32
     }
     fn exp(&mut self, rate: f64) -> f64 {
         -(1.0 - self.f64()).ln() / rate
@@ -173,7 +163,8 @@ impl Case {
             .map(|_| {
                 t += rng.exp(rate_per_ns);
                 let thin = rng.f64() < w.thin_frac;
-                let k = rng.int(if thin { w.thin_k } else { w.fat_k });
+                let (lo, hi) = if thin { w.thin_k } else { w.fat_k };
+                let k = rng.int((lo as u64, hi as u64)) as u32;
                 let segs = (0..k)
                     .map(|_| {
                         let cpu = rng.uniform(w.cpu_us) * 1e3;

@@ -1,15 +1,85 @@
 //! Helpers shared by the benchmarks (a module of each bench binary, not a
-//! bench itself).
+//! bench itself; each bench uses a part of it).
+#![allow(dead_code)]
+
+use std::process::Command;
 
 /// Pins the whole process (all threads) to CPU 1 with `taskset`, so that
 /// systems compared in one process share one core; says whether it could.
 pub fn pin_to_cpu1() {
     let pid = std::process::id().to_string();
-    match std::process::Command::new("taskset")
+    match Command::new("taskset")
         .args(["-a", "-p", "-c", "1", &pid])
         .output()
     {
         Ok(o) if o.status.success() => println!("pinned to CPU 1 (taskset -a -p -c 1 {pid})"),
         _ => println!("not pinned (taskset unavailable); figures are noisier"),
     }
+}
+
+/// This thread's kernel id (`/proc/thread-self` -> `PID/task/TID`).
+pub fn thread_id() -> Option<String> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(link.file_name()?.to_str()?.to_string())
+}
+
+/// Runs `cmd args`; whether it ran and succeeded.
+pub fn run_ok(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Pins the calling thread (only it) to `cpu`; says whether it could.
+pub fn pin_thread(cpu: u32) -> bool {
+    thread_id().is_some_and(|tid| run_ok("taskset", &["-p", "-c", &cpu.to_string(), &tid]))
+}
+
+/// The calling thread's (time on CPU, time runnable but waiting for a CPU)
+/// so far, in ns, from `/proc/thread-self/schedstat`; zeros if unreadable.
+pub fn sched_times() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// splitmix64 (Steele, Lea, Flood 2014): small, seedable, good enough for
+/// workload scripts.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform integer in `[lo, hi]`.
+    pub fn int(&mut self, (lo, hi): (u64, u64)) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+/// `s` as a JSON string literal.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o += "\\\"",
+            '\\' => o += "\\\\",
+            '\n' => o += "\\n",
+            c if (c as u32) < 0x20 => o += &format!("\\u{:04x}", c as u32),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
 }
