@@ -5,13 +5,15 @@
 //! and cross-checked call by call), and that a custom scheduler runs under
 //! the executor like the built-in `RunnableFifo`.
 
+mod support;
+
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::future::{pending, poll_fn, Future};
+use std::future::{pending, Future};
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use support::Gate;
 use tourbillon::{
     yield_now, Builder, GroupId, JoinHandle, ManualClock, QueueSpec, RunnableFifo, Scheduler,
     TaskId,
@@ -256,33 +258,6 @@ fn worker(log: &Log, name: &'static str, yields: usize) -> impl Future<Output = 
             yield_now().await;
             log.borrow_mut().push(name);
         }
-    }
-}
-
-#[derive(Default)]
-struct Gate {
-    open: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
-impl Gate {
-    fn open(&self) {
-        self.open.set(true);
-        let w = self.waker.borrow_mut().take();
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-    fn wait(self: &Rc<Self>) -> impl Future<Output = ()> + 'static {
-        let g = self.clone();
-        poll_fn(move |cx| {
-            if g.open.get() {
-                Poll::Ready(())
-            } else {
-                *g.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
     }
 }
 

@@ -3,13 +3,16 @@
 //! and shut-down tasks, under both panic policies, including destructors
 //! that re-enter the executor or panic.
 
+mod support;
+
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::future::{pending, poll_fn, Future};
+use std::future::{pending, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 
+use support::Gate;
 use tourbillon::{yield_now, Builder, Executor, JoinHandle, PanicPolicy, SpawnError};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -80,34 +83,6 @@ impl Registry {
             assert_eq!(drops.get(name), Some(&1), "{name} dropped once");
         }
         assert_eq!(drops.len(), created.len(), "nothing else dropped");
-    }
-}
-
-/// A one-shot signal on the executor's thread.
-#[derive(Default)]
-struct Gate {
-    open: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
-impl Gate {
-    fn open(&self) {
-        self.open.set(true);
-        let w = self.waker.borrow_mut().take();
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-    fn wait(self: &Rc<Self>) -> impl Future<Output = ()> + 'static {
-        let g = self.clone();
-        poll_fn(move |cx| {
-            if g.open.get() {
-                Poll::Ready(())
-            } else {
-                *g.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
     }
 }
 

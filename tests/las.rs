@@ -22,6 +22,8 @@
 //! so every poll's measured duration (which `Las` charges, R1) is exactly
 //! its scripted cost.
 
+mod support;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -34,6 +36,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use support::Gate;
 use tourbillon::{
     yield_now, Builder, Executor, GroupId, JoinHandle, Las, ManualClock, QueueKey, QueueSpec,
     RunnableFifo, Scheduler, Spawner, TaskId,
@@ -281,35 +284,6 @@ impl Drop for Sleep {
         if let Some(k) = self.key.take() {
             self.world.events.borrow_mut().remove(&k);
         }
-    }
-}
-
-/// A one-shot gate: `wait` is pending until `open`.
-#[derive(Default)]
-struct Gate {
-    open: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
-impl Gate {
-    fn open(&self) {
-        self.open.set(true);
-        let w = self.waker.borrow_mut().take();
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-
-    async fn wait(&self) {
-        poll_fn(|cx| {
-            if self.open.get() {
-                Poll::Ready(())
-            } else {
-                *self.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
     }
 }
 

@@ -12,14 +12,17 @@
     reason = "some tasks hand a JoinHandle back to the main future on purpose"
 )]
 
+mod support;
+
 use std::cell::{Cell, RefCell};
 use std::future::{pending, poll_fn, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use support::Gate;
 use tourbillon::{
     should_yield, spawn, try_spawn, yield_maybe, yield_now, Builder, Executor, JoinHandle,
     ManualClock, PanicPolicy, SpawnError,
@@ -65,42 +68,6 @@ fn new_log() -> Log {
 
 fn entries(log: &Log) -> Vec<&'static str> {
     log.borrow().clone()
-}
-
-/// A one-shot signal on the executor's thread: `wait()` is pending until
-/// `open()`. Counts the polls of its waiter.
-#[derive(Default)]
-struct Gate {
-    open: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-    polls: Cell<usize>,
-}
-
-impl Gate {
-    fn new() -> Rc<Gate> {
-        Rc::default()
-    }
-
-    fn open(&self) {
-        self.open.set(true);
-        let w = self.waker.borrow_mut().take();
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-
-    fn wait(self: &Rc<Self>) -> impl Future<Output = ()> + 'static {
-        let g = self.clone();
-        poll_fn(move |cx| {
-            g.polls.set(g.polls.get() + 1);
-            if g.open.get() {
-                Poll::Ready(())
-            } else {
-                *g.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-    }
 }
 
 /// A future that logs `name` when polled and completes.
