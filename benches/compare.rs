@@ -1139,13 +1139,9 @@ impl Target {
 
 fn main() {
     let wall = Instant::now();
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
-    let quick = args.iter().any(|a| a == "--quick");
+    let args = common::Args::from_env();
+    let value = |name: &str| args.value(name);
+    let quick = args.flag("--quick");
     let rounds = value("--rounds")
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(if quick { 3 } else { 7 })
@@ -1153,11 +1149,11 @@ fn main() {
     let out = value("--out")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/compare"));
-    let pinned = !args.iter().any(|a| a == "--no-pin");
+    let pinned = !args.flag("--no-pin");
     if pinned {
         common::pin_to_cpu1();
     }
-    let tokio_all = args.iter().any(|a| a == "--tokio-enable-all");
+    let tokio_all = args.flag("--tokio-enable-all");
     TOKIO_ENABLE_ALL.store(tokio_all, Relaxed);
     let sizes = if quick { FULL.scaled(10) } else { FULL };
     if quick {

@@ -245,13 +245,9 @@ fn print_report(r: &Report, tasks: usize) -> bool {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
-    let quick = args.iter().any(|a| a == "--quick");
+    let args = common::Args::from_env();
+    let value = |name: &str| args.value(name);
+    let quick = args.flag("--quick");
     let secs: f64 = value("--secs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 0.3 } else { 1.0 });
@@ -261,6 +257,7 @@ fn main() {
         .max(1);
     let seed: u64 = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7);
     let mut configs: Vec<Vec<u32>> = args
+        .all()
         .windows(2)
         .filter(|w| w[0] == "--shares")
         .map(|w| {
@@ -272,7 +269,7 @@ fn main() {
     if configs.is_empty() {
         configs = vec![vec![1, 2], vec![1, 2, 3, 4], (1..=8).collect()];
     }
-    if !args.iter().any(|a| a == "--no-pin") {
+    if !args.flag("--no-pin") {
         common::pin_to_cpu1();
     }
     println!(

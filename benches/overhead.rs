@@ -165,20 +165,15 @@ fn median(v: &[f64]) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse::<usize>().ok())
-    };
+    let args = common::Args::from_env();
+    let arg = |name: &str| args.value(name).and_then(|v| v.parse::<usize>().ok());
     // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): 3 rounds
     // of 10,000 tasks unless `--rounds` / `--tasks` say otherwise. Other
     // flags (`--bench`, which cargo adds, criterion's) are ignored.
-    let quick = args.iter().any(|a| a == "--quick");
+    let quick = args.flag("--quick");
     let rounds = arg("--rounds").unwrap_or(if quick { 3 } else { 9 }).max(1);
     let tasks = arg("--tasks").unwrap_or(if quick { 10_000 } else { 50_000 });
-    if !args.iter().any(|a| a == "--no-pin") {
+    if !args.flag("--no-pin") {
         common::pin_to_cpu1();
     }
     let mut series = vec![

@@ -584,13 +584,9 @@ fn met(ok: bool) -> &'static str {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
-    let quick = args.iter().any(|a| a == "--quick");
+    let args = common::Args::from_env();
+    let value = |name: &str| args.value(name);
+    let quick = args.flag("--quick");
     let cfg = Config {
         secs: value("--secs")
             .and_then(|v| v.parse().ok())
@@ -601,7 +597,7 @@ fn main() {
         rps: value("--rps").and_then(|v| v.parse().ok()).unwrap_or(1000),
         bg_tasks: value("--bg").and_then(|v| v.parse().ok()).unwrap_or(8),
         seed: value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7),
-        pin: !args.iter().any(|a| a == "--no-pin"),
+        pin: !args.flag("--no-pin"),
     };
     let systems: Vec<System> = match value("--systems") {
         Some(list) => list

@@ -902,13 +902,9 @@ impl Report {
 
 fn main() {
     let wall = Instant::now();
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
-    let quick = args.iter().any(|a| a == "--quick");
+    let args = common::Args::from_env();
+    let value = |name: &str| args.value(name);
+    let quick = args.flag("--quick");
     let rounds = value("--rounds")
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(if quick { 3 } else { 7 })
@@ -919,7 +915,7 @@ fn main() {
     let out = value("--out")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/remote"));
-    let pin = !args.iter().any(|a| a == "--no-pin");
+    let pin = !args.flag("--no-pin");
     let cfg = Config {
         sizes: if quick { QUICK } else { FULL },
         gap: Duration::from_micros(gap_us),

@@ -647,21 +647,18 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
+    let args = common::Args::from_env();
+    let value = |name: &str| args.value(name);
     let seed = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7u64);
     // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): every
     // case scaled to 15% of its tasks unless `--scale` is given. Other flags
     // (`--bench`, which cargo adds, criterion's) are ignored.
-    let quick = args.iter().any(|a| a == "--quick");
+    let quick = args.flag("--quick");
     let scale = value("--scale")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 0.15 } else { 1.0f64 });
     let mut cases: Vec<(String, f64, usize)> = args
+        .all()
         .windows(2)
         .filter(|w| w[0] == "--case")
         .map(|w| {
@@ -690,10 +687,10 @@ fn main() {
     if let Some(ms) = value("--guard-ms").and_then(|v| v.parse().ok()) {
         systems.push(System::LasGuard(Duration::from_millis(ms)));
     }
-    if args.iter().any(|a| a == "--quantized") {
+    if args.flag("--quantized") {
         // Kept for compatibility: the default `Las` (quantized) always runs.
     }
-    if !args.iter().any(|a| a == "--no-pin") {
+    if !args.flag("--no-pin") {
         common::pin_to_cpu1();
     }
     println!(

@@ -83,3 +83,30 @@ pub fn json_str(s: &str) -> String {
     o.push('"');
     o
 }
+
+/// The command line of a `harness = false` bench: `--name value` options
+/// and `--flag`s; anything else (cargo's `--bench`, criterion's flags) is
+/// ignored.
+pub struct Args(Vec<String>);
+
+impl Args {
+    pub fn from_env() -> Self {
+        Self(std::env::args().collect())
+    }
+
+    /// The word after `name`, if `name` is given.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        let i = self.0.iter().position(|a| a == name)?;
+        self.0.get(i + 1).map(String::as_str)
+    }
+
+    /// Whether `name` is given.
+    pub fn flag(&self, name: &str) -> bool {
+        self.0.iter().any(|a| a == name)
+    }
+
+    /// Every word, program name first.
+    pub fn all(&self) -> &[String] {
+        &self.0
+    }
+}
