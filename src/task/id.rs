@@ -85,16 +85,6 @@ impl GroupId {
         (self.0 & !TASK_GROUP) as usize
     }
 
-    /// The id in 32 bits, as a task cell stores it.
-    pub(crate) const fn pack(self) -> u32 {
-        self.0
-    }
-
-    /// The inverse of [`pack`](Self::pack).
-    pub(crate) const fn unpack(packed: u32) -> Self {
-        Self(packed)
-    }
-
     /// The id as one integer (the kind in bit 31), e.g. for logs.
     pub const fn as_u64(self) -> u64 {
         self.0 as u64

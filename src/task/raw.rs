@@ -54,9 +54,8 @@ pub(crate) struct Header {
     /// The executor's thread-safe half (inbox, unparker). Kept alive by the
     /// cell so a waker that outlives the executor stays harmless.
     pub(crate) remote: Arc<Remote>,
-    /// The task's group (fixed at spawn), packed in 32 bits
-    /// ([`GroupId::pack`]) to keep the header at 40 bytes.
-    group: u32,
+    /// The task's group (fixed at spawn).
+    pub(crate) group: GroupId,
     /// The task's queue (fixed at spawn).
     pub(crate) queue: u16,
     /// The executor-side state bits ([`State`]), kept here rather than in
@@ -105,12 +104,6 @@ impl crate::executor::inbox::InboxFlag for Header {
 }
 
 impl Header {
-    /// The task's group.
-    #[inline]
-    pub(crate) fn group(&self) -> GroupId {
-        GroupId::unpack(self.group)
-    }
-
     /// The executor-side state bits (executor thread only).
     #[inline]
     pub(crate) fn state(&self) -> State {
@@ -228,7 +221,7 @@ impl OwnedTask {
                 vtable: vtable::<F>(),
                 id,
                 remote,
-                group: group.pack(),
+                group,
                 queue,
                 state: AtomicU8::new(State::INITIAL.bits()),
             },

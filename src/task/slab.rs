@@ -45,7 +45,7 @@ impl TaskEntry {
         self.task.header().queue as usize
     }
     pub(crate) fn group(&self) -> GroupId {
-        self.task.header().group()
+        self.task.header().group
     }
     pub(crate) fn id(&self) -> TaskId {
         TaskId::new(self.task.header().id.index(), self.generation)
@@ -186,7 +186,7 @@ impl TaskSlab {
     {
         let slot = self.entries.vacant_entry();
         let index = slot.key();
-        // Ids and packed group ids hold indexes below 2^31 (a 2^31st live
+        // Ids and group ids hold indexes below 2^31 (a 2^31st live
         // task would need hundreds of gigabytes).
         assert!(index < 1 << 31, "tourbillon: more than 2^31 live tasks");
         if index >= self.generations.len() {
@@ -499,7 +499,7 @@ pub(crate) fn poll_task(
         };
         header.set_state(st);
         return Polled::Pending {
-            group: header.group(),
+            group: header.group,
             next,
         };
     };
