@@ -5,6 +5,12 @@
 //! process, for `valgrind --tool=callgrind` (deterministic instruction
 //! counts; use `--toggle-collect=overhead_profile::workload`) and for
 //! sampling profilers (`perf record`, samply) with a large `N`.
+//!
+//! `pingpong N Q` instead runs `compare`'s W4 workload once: two tasks on
+//! queue 0 and queue `1 % Q` of `Q` queues (default 1), `N` round trips
+//! (default 100,000) over two
+//! `futures::channel::mpsc::channel(1)` (collect with
+//! `--toggle-collect=overhead_profile::pingpong`).
 
 use std::hint::black_box;
 
@@ -27,6 +33,35 @@ fn workload(ex: &tourbillon::Executor<u8>, yields: usize) {
         for h in hs {
             black_box(h.await.unwrap());
         }
+    });
+}
+
+#[inline(never)]
+fn pingpong(ex: &tourbillon::Executor<u8>, trips: usize) {
+    let second = (1 % ex.queue_keys().len()) as u8;
+    use futures::{SinkExt, StreamExt};
+    let (mut ping_tx, mut ping_rx) = futures::channel::mpsc::channel::<usize>(1);
+    let (mut pong_tx, mut pong_rx) = futures::channel::mpsc::channel::<usize>(1);
+    ex.block_on(async {
+        let pong = ex
+            .spawn(second, async move {
+                while let Some(v) = ping_rx.next().await {
+                    if pong_tx.send(v).await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .unwrap();
+        let ping = ex
+            .spawn(0, async move {
+                for i in 0..trips {
+                    ping_tx.send(i).await.unwrap();
+                    black_box(pong_rx.next().await.unwrap());
+                }
+            })
+            .unwrap();
+        ping.await.unwrap();
+        pong.await.unwrap();
     });
 }
 
@@ -53,6 +88,16 @@ fn main() {
         .map(|i| args[i].as_str())
         .collect();
     let nth = |i: usize| positional.get(i - 1).copied();
+    if nth(1) == Some("pingpong") {
+        let trips = nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+        let queues: u8 = nth(3).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let mut b = tourbillon::Builder::new();
+        for q in 0..queues.max(1) {
+            b = b.queue(q, 1);
+        }
+        pingpong(&b.build().unwrap(), trips);
+        return;
+    }
     let rounds: usize = nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
     let rounds = if quick { rounds.min(3) } else { rounds };
     // Second argument: yields per task (default 5, the headline workload).

@@ -40,6 +40,24 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Rc<Core>>) -> R) -> R {
     }
 }
 
+/// Runs `f` with the current executor while holding a shared borrow of the
+/// thread-local slot (no reference-count traffic): for the local wake
+/// path, which runs no user code that could enter an executor (a custom
+/// scheduler's `push` calling `block_on` would panic in [`enter`]: a
+/// scheduler must not drive an executor). `None` during thread teardown.
+#[inline]
+pub(crate) fn with_current_ref<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
+    let mut f = Some(f);
+    let r = CURRENT.try_with(|c| match c.try_borrow() {
+        Ok(b) => (f.take().expect("called once"))(b.as_deref()),
+        Err(_) => (f.take().expect("called once"))(None),
+    });
+    match r {
+        Ok(r) => r,
+        Err(_) => (f.take().expect("teardown: not called yet"))(None),
+    }
+}
+
 thread_local! {
     /// Header address of the task this thread is polling (null if none).
     static POLLING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };

@@ -189,7 +189,7 @@ impl Core {
     }
 
     /// Pushes a task that became runnable to its queue's scheduler.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
         if self.queues.borrow_mut().push(q, id, group) {
             self.on_activation();
@@ -197,7 +197,7 @@ impl Core {
     }
 
     /// A wake of `id` on the executor's own thread.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wake_local(&self, id: TaskId) {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {

@@ -367,7 +367,7 @@ where
 /// The wake of a task, from its waker (any thread).
 #[inline]
 pub(crate) fn wake_task(id: TaskId, remote: &Arc<Remote>, notified: &impl InboxFlag) {
-    let local = context::with_current(|core| match core {
+    let local = context::with_current_ref(|core| match core {
         Some(core) if Arc::ptr_eq(&core.remote, remote) && core.driving.get() => {
             core.wake_local(id);
             true

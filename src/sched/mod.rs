@@ -154,6 +154,14 @@ impl QueueScheduler {
         }
     }
 
+    /// Whether [`polled`](Scheduler::polled) does nothing for this
+    /// scheduler (`RunnableFifo`), so that the run loop may skip the call
+    /// after a poll that leaves the task waiting.
+    #[inline]
+    pub(crate) fn ignores_polled(&self) -> bool {
+        matches!(self, QueueScheduler::Fifo(_))
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             QueueScheduler::Fifo(_) => "RunnableFifo",

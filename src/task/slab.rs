@@ -425,7 +425,7 @@ pub(crate) enum Next {
 /// Polls task `id` once (or cancels it, if it was aborted while queued).
 /// The slab is not borrowed while the future runs. With `defer_yields`, a
 /// task that yields through `yield_now` is deferred instead of requeued.
-#[inline]
+#[inline(always)]
 pub(crate) fn poll_task(
     slab: &RefCell<TaskSlab>,
     id: TaskId,
