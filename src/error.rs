@@ -190,19 +190,6 @@ impl JoinError {
         }
     }
 
-    /// Moves the payload out (for `PanicPolicy::Propagate`), leaving a note.
-    pub(crate) fn take_payload(&mut self) -> Option<Box<dyn Any + Send>> {
-        match &mut self.repr {
-            Repr::Panic(p) => Some(std::mem::replace(
-                p,
-                Box::new(
-                    "the panic payload was propagated out of the executor (PanicPolicy::Propagate)",
-                ),
-            )),
-            Repr::Cancelled => None,
-        }
-    }
-
     /// The task was aborted, or dropped when its executor shut down.
     pub fn is_cancelled(&self) -> bool {
         matches!(self.repr, Repr::Cancelled)

@@ -71,6 +71,12 @@ pub(crate) struct Header {
 #[cfg(not(tourbillon_loom))]
 const _: () = assert!(std::mem::size_of::<Header>() == 40);
 
+// Compile-time check: the cell of a task whose future and output are (about)
+// empty is 72 bytes: the header, the joiner's waker and a 16-byte stage
+// (README, "Memory per spawned task"); loom's atomics are larger.
+#[cfg(not(tourbillon_loom))]
+const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 72);
+
 // Compile-time check: wakers may carry a header reference to any thread.
 const _: () = {
     const fn assert_sync<T: Sync + Send>() {}
@@ -162,10 +168,31 @@ struct TaskVTable {
     output_type: fn() -> TypeId,
 }
 
+/// What the cell holds: the future, then how it ended. The join error is
+/// built when the result is read (the id is in the header), and a panic
+/// payload is boxed once more so that it takes one word: the stage of a
+/// small task is then 16 bytes, not 32 (a `JoinError` is 24).
 enum Stage<F: Future> {
     Running(F),
-    Finished(Result<F::Output, JoinError>),
+    Finished(F::Output),
+    Cancelled,
+    Panicked(Box<Payload>),
     Consumed,
+}
+
+/// A panic payload (a fat pointer, kept behind a thin one in [`Stage`]).
+type Payload = Box<dyn Any + Send>;
+
+impl<F: Future> Stage<F> {
+    /// The result a join handle reads from a finished stage.
+    fn into_result(self, id: TaskId) -> Option<Result<F::Output, JoinError>> {
+        match self {
+            Stage::Finished(output) => Some(Ok(output)),
+            Stage::Cancelled => Some(Err(JoinError::cancelled(id))),
+            Stage::Panicked(payload) => Some(Err(JoinError::panic(id, *payload))),
+            Stage::Running(_) | Stage::Consumed => None,
+        }
+    }
 }
 
 /// `repr(C)` so that a pointer to the cell is a pointer to its header, and
@@ -333,7 +360,7 @@ impl RawTask {
     ///
     /// # Safety
     /// On the executor thread, the cell alive, no other stage operation in
-    /// progress, the stage `Finished`.
+    /// progress, the stage finished (`Finished`, `Cancelled` or `Panicked`).
     ///
     /// # Panics
     /// If `T` is not the task's output type (a bug in the crate).
@@ -359,7 +386,7 @@ impl RawTask {
         unsafe { (self.header().vtable.drop_stage)(self.ptr) }
     }
 
-    /// Moves a panic payload out of a `Finished(Err(Panic))` stage, leaving a
+    /// Moves a panic payload out of a `Panicked` stage, leaving a
     /// placeholder payload for the join handle.
     ///
     /// # Safety
@@ -497,10 +524,6 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
     // dropped in place by `drop_in_place_catching` before the cell is freed.
     let future = unsafe { Pin::new_unchecked(future) };
     let mut cx = Context::from_waker(&waker);
-    let id = {
-        // SAFETY: the header is alive (see above).
-        unsafe { ptr.as_ref() }.id
-    };
     match catch_unwind(AssertUnwindSafe(|| future.poll(&mut cx))) {
         Ok(Poll::Pending) => Poll::Pending,
         Ok(Poll::Ready(output)) => {
@@ -509,15 +532,13 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
             match unsafe { drop_in_place_catching(stage) } {
                 Ok(()) => {
                     // SAFETY: the stage is `Consumed` (nothing to drop).
-                    unsafe { ptr::write(stage, Stage::Finished(Ok(output))) };
+                    unsafe { ptr::write(stage, Stage::Finished(output)) };
                     Poll::Ready(Finish::Output)
                 }
                 Err(payload) => {
                     drop(output);
                     // SAFETY: the stage is `Consumed` (nothing to drop).
-                    unsafe {
-                        ptr::write(stage, Stage::Finished(Err(JoinError::panic(id, payload))))
-                    };
+                    unsafe { ptr::write(stage, Stage::Panicked(Box::new(payload))) };
                     Poll::Ready(Finish::Panicked)
                 }
             }
@@ -528,7 +549,7 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
             // first payload is the one to report).
             let _ = unsafe { drop_in_place_catching(stage) };
             // SAFETY: the stage is `Consumed` (nothing to drop).
-            unsafe { ptr::write(stage, Stage::Finished(Err(JoinError::panic(id, payload)))) };
+            unsafe { ptr::write(stage, Stage::Panicked(Box::new(payload))) };
             Poll::Ready(Finish::Panicked)
         }
     }
@@ -538,15 +559,13 @@ unsafe fn cancel<F: Future>(ptr: NonNull<Header>) -> Finish {
     // SAFETY: the caller (`RawTask::cancel`) guarantees a live cell of this
     // `F` and exclusive stage access.
     let stage = unsafe { stage::<F>(ptr) };
-    // SAFETY: as above.
-    let id = unsafe { ptr.as_ref() }.id;
     // SAFETY: exclusive stage access.
     let (result, finish) = match unsafe { drop_in_place_catching(stage) } {
-        Ok(()) => (Err(JoinError::cancelled(id)), Finish::Output),
-        Err(payload) => (Err(JoinError::panic(id, payload)), Finish::Panicked),
+        Ok(()) => (Stage::Cancelled, Finish::Output),
+        Err(payload) => (Stage::Panicked(Box::new(payload)), Finish::Panicked),
     };
     // SAFETY: the stage is `Consumed` (nothing to drop).
-    unsafe { ptr::write(stage, Stage::Finished(result)) };
+    unsafe { ptr::write(stage, result) };
     finish
 }
 
@@ -554,20 +573,21 @@ unsafe fn read_output<F: Future>(ptr: NonNull<Header>, out: *mut ()) {
     // SAFETY: the caller (`RawTask::read_output`) guarantees a live cell of
     // this `F`, exclusive stage access, and that `out` has this output type.
     let stage = unsafe { stage::<F>(ptr) };
+    // SAFETY: the header is alive (see above).
+    let id = unsafe { ptr.as_ref() }.id;
+    // SAFETY: exclusive access.
+    if matches!(unsafe { &*stage }, Stage::Running(_) | Stage::Consumed) {
+        // Not finished: leave it untouched (a crate bug; the caller checks
+        // COMPLETE first). A running future is pinned: never moved.
+        debug_assert!(false, "read_output on an unfinished task");
+        return;
+    }
     // SAFETY: exclusive access; a finished stage holds no pinned future, so
     // moving its result out is fine.
-    match unsafe { ptr::replace(stage, Stage::Consumed) } {
-        Stage::Finished(result) => {
-            // SAFETY: `out` is a valid `Poll<Result<F::Output, JoinError>>`.
-            unsafe { *(out as *mut Poll<Result<F::Output, JoinError>>) = Poll::Ready(result) };
-        }
-        other => {
-            // Not finished: put it back untouched (a crate bug; the caller
-            // checks COMPLETE first).
-            debug_assert!(false, "read_output on an unfinished task");
-            // SAFETY: the slot holds `Consumed`, which needs no drop.
-            unsafe { ptr::write(stage, other) };
-        }
+    let taken = unsafe { ptr::replace(stage, Stage::Consumed) };
+    if let Some(result) = taken.into_result(id) {
+        // SAFETY: `out` is a valid `Poll<Result<F::Output, JoinError>>`.
+        unsafe { *(out as *mut Poll<Result<F::Output, JoinError>>) = Poll::Ready(result) };
     }
 }
 
@@ -589,7 +609,12 @@ unsafe fn take_panic<F: Future>(ptr: NonNull<Header>) -> Option<Box<dyn Any + Se
     // this `F` and exclusive stage access.
     let stage = unsafe { &mut *stage::<F>(ptr) };
     match stage {
-        Stage::Finished(Err(err)) => err.take_payload(),
+        Stage::Panicked(payload) => Some(std::mem::replace(
+            &mut **payload,
+            Box::new(
+                "the panic payload was propagated out of the executor (PanicPolicy::Propagate)",
+            ),
+        )),
         _ => None,
     }
 }
