@@ -70,11 +70,12 @@ impl Core {
         cfg: Config,
         stall_report: Option<StallReport>,
     ) -> Self {
+        let remote = Arc::new(Remote::default());
         Self {
-            tasks: RefCell::new(TaskSlab::new()),
+            tasks: RefCell::new(TaskSlab::new(remote.clone())),
             queues: RefCell::new(queues),
             run: RunState::default(),
-            remote: Arc::new(Remote::default()),
+            remote,
             cheap_clock: clock.is_cheap(),
             clock,
             cfg,
@@ -145,7 +146,7 @@ impl Core {
         let group = group.map(|key| self.groups.borrow_mut().join(key));
         let (id, group) = {
             let mut tasks = self.tasks.borrow_mut();
-            let (id, group) = tasks.insert(future, q, group, &self.remote);
+            let (id, group) = tasks.insert(future, q, group);
             if let Some(name) = name {
                 tasks.set_name(id, name);
             }

@@ -334,12 +334,15 @@ mod loom_tests {
 
     #[test]
     fn loom_task_waker_refcount_and_inbox_bit() {
-        // The real task cell: a waker clone on another thread wakes (the
-        // inbox bit in the reference-count word) and is dropped, while the
-        // executor drains the inbox, clears the bit and drops the task. The
-        // cell is freed exactly once, by whichever side lets go last, and the
-        // future is dropped exactly once, on the executor's thread.
-        use crate::task::raw::{OwnedTask, DEALLOCS};
+        // The real task cell in a real slab: a waker clone on another thread
+        // wakes (the inbox bit in the reference-count word) and is dropped,
+        // while the executor drains the inbox, clears the bit and drops the
+        // slab (a shutdown). The cell is freed exactly once, by whichever
+        // side lets go last; the future is dropped exactly once, on the
+        // executor's thread; the counted reference to the remote that the
+        // cell takes when the slab lets go before the waker is given back.
+        use crate::task::raw::DEALLOCS;
+        use crate::task::slab::TaskSlab;
         use std::sync::atomic::AtomicUsize as StdCount;
 
         static FUTURE_DROPS: StdCount = StdCount::new(0);
@@ -354,34 +357,37 @@ mod loom_tests {
             let before = DEALLOCS.load(Ordering::SeqCst);
             let drops_before = FUTURE_DROPS.load(Ordering::SeqCst);
             let remote = std::sync::Arc::new(Remote::default());
-            let id = TaskId::new(0, 0);
+            let mut slab = TaskSlab::new(remote.clone());
             let tracked = Tracked;
-            let task = OwnedTask::new(
+            let (id, _) = slab.insert(
                 async move {
                     let _t = tracked;
                     std::future::pending::<()>().await
                 },
-                id,
-                remote.clone(),
                 0,
-                crate::task::id::GroupId::task(0),
+                None,
             );
-            let waker = task.waker_clone();
+            let waker = slab.waker_clone(id);
             let t = thread::spawn(move || {
                 waker.wake_by_ref();
                 waker.wake(); // a second wake before the drain: merged
             });
             let mut out = Vec::new();
             remote.drain_into(&mut out, &mut Vec::new());
-            for _ in out.drain(..) {
-                task.header().clear_notified();
+            for id in out.drain(..) {
+                slab.clear_remote_notified(id);
             }
-            drop(task); // drops the future here, then gives up the reference
+            drop(slab); // drops the future here, then gives up the reference
             t.join().unwrap();
             assert_eq!(FUTURE_DROPS.load(Ordering::SeqCst) - drops_before, 1);
             assert_eq!(DEALLOCS.load(Ordering::SeqCst) - before, 1, "freed once");
             remote.drain_into(&mut out, &mut Vec::new());
             assert!(out.len() <= 1, "two wakes enqueued the task twice");
+            assert_eq!(
+                std::sync::Arc::strong_count(&remote),
+                1,
+                "the cell's reference to the remote was not given back"
+            );
         });
     }
 }

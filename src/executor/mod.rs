@@ -366,9 +366,9 @@ where
 
 /// The wake of a task, from its waker (any thread).
 #[inline]
-pub(crate) fn wake_task(id: TaskId, remote: &Arc<Remote>, notified: &impl InboxFlag) {
+pub(crate) fn wake_task(id: TaskId, remote: &Remote, notified: &impl InboxFlag) {
     let local = context::with_current_ref(|core| match core {
-        Some(core) if Arc::ptr_eq(&core.remote, remote) && core.driving.get() => {
+        Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), remote) && core.driving.get() => {
             core.wake_local(id);
             true
         }

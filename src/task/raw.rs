@@ -51,9 +51,12 @@ pub(crate) struct Header {
     refs: AtomicUsize,
     vtable: &'static TaskVTable,
     pub(crate) id: TaskId,
-    /// The executor's thread-safe half (inbox, unparker). Kept alive by the
-    /// cell so a waker that outlives the executor stays harmless.
-    pub(crate) remote: Arc<Remote>,
+    /// The executor's thread-safe half (inbox, unparker), not counted while
+    /// the slab holds the task (the slab's own `Arc` keeps it alive then: no
+    /// atomic reference-count traffic per task). When the slab lets go while
+    /// wakers remain, the cell takes a counted reference ([`REMOTE_OWNED`]),
+    /// so that a waker that outlives the executor stays harmless.
+    remote: NonNull<Remote>,
     /// The task's group (fixed at spawn).
     pub(crate) group: GroupId,
     /// The task's queue (fixed at spawn).
@@ -77,6 +80,14 @@ const _: () = assert!(std::mem::size_of::<Header>() == 40);
 #[cfg(not(tourbillon_loom))]
 const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 72);
 
+// SAFETY: the header's fields are atomics, plain data and the pointer to the
+// `Remote`, which is `Send + Sync` and alive whenever the header is
+// reachable (see `Header::remote`); nothing in it is tied to a thread.
+unsafe impl Send for Header {}
+// SAFETY: as above: shared access only reads plain data, uses atomics, or
+// reaches the `Sync` remote.
+unsafe impl Sync for Header {}
+
 // Compile-time check: wakers may carry a header reference to any thread.
 const _: () = {
     const fn assert_sync<T: Sync + Send>() {}
@@ -85,7 +96,11 @@ const _: () = {
 
 /// The "in the inbox" bit of [`Header::refs`]; the rest counts references.
 const NOTIFIED: usize = 1 << (usize::BITS - 1);
-const REF_MASK: usize = !NOTIFIED;
+/// Set (once, by the slab when it gives up its reference while wakers
+/// remain) when the cell owns a counted reference to its `Remote`, released
+/// with the cell.
+const REMOTE_OWNED: usize = 1 << (usize::BITS - 2);
+const REF_MASK: usize = !(NOTIFIED | REMOTE_OWNED);
 
 impl crate::executor::inbox::InboxFlag for Header {
     fn mark(&self) -> bool {
@@ -110,6 +125,19 @@ impl crate::executor::inbox::InboxFlag for Header {
 }
 
 impl Header {
+    /// The executor's thread-safe half.
+    #[inline]
+    pub(crate) fn remote(&self) -> &Remote {
+        // SAFETY: whoever reaches the header holds or borrows a reference to
+        // the cell: the slab's (and while the slab holds the task, the
+        // slab's `Arc<Remote>` keeps the remote alive: `TaskSlab` drops its
+        // entries before its `Arc`) or a waker's. When the slab gives up its
+        // reference while wakers remain, `OwnedTask::drop` first gives the
+        // cell a counted reference (`REMOTE_OWNED`), dropped only when the
+        // cell is freed, after the last waker.
+        unsafe { self.remote.as_ref() }
+    }
+
     /// The executor-side state bits (executor thread only).
     #[inline]
     pub(crate) fn state(&self) -> State {
@@ -131,6 +159,24 @@ impl Header {
         r
     }
 
+    /// Records that the cell owns a counted reference to its remote (slab
+    /// only, once, before it gives up its own reference).
+    fn set_remote_owned(&self) {
+        // A compare-exchange loop rather than `fetch_or` (see `mark`).
+        let mut cur = self.refs.load(Ordering::Acquire);
+        while cur & REMOTE_OWNED == 0 {
+            match self.refs.compare_exchange_weak(
+                cur,
+                cur | REMOTE_OWNED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
     /// Clears the "in the inbox" bit, before the executor applies the wake
     /// (so that a foreign wake after this point enqueues again).
     pub(crate) fn clear_notified(&self) {
@@ -138,7 +184,7 @@ impl Header {
         while cur & NOTIFIED != 0 {
             match self.refs.compare_exchange_weak(
                 cur,
-                cur & REF_MASK,
+                cur & !NOTIFIED,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -231,10 +277,14 @@ pub(crate) struct OwnedTask {
 impl OwnedTask {
     /// Allocates a task cell for `future` with one reference, owned by the
     /// returned value.
-    pub(crate) fn new<F>(
+    ///
+    /// # Safety
+    /// `remote` stays alive until the returned value is dropped (the slab,
+    /// which owns it, holds an `Arc<Remote>` and drops its entries first).
+    pub(crate) unsafe fn new<F>(
         future: F,
         id: TaskId,
-        remote: Arc<Remote>,
+        remote: &Remote,
         queue: u16,
         group: GroupId,
     ) -> OwnedTask
@@ -247,7 +297,7 @@ impl OwnedTask {
                 refs: AtomicUsize::new(1),
                 vtable: vtable::<F>(),
                 id,
-                remote,
+                remote: NonNull::from(remote),
                 group,
                 queue,
                 state: AtomicU8::new(State::INITIAL.bits()),
@@ -324,6 +374,17 @@ impl Drop for OwnedTask {
         // no-op when the slab already consumed it, which is the normal case;
         // this is the safety net that keeps futures from leaking.
         unsafe { self.raw.drop_stage() };
+        // Wakers hold references too: they may outlive the executor, and
+        // with it the slab's `Arc<Remote>`, so the cell takes a counted
+        // reference for them before the slab lets go. A count of 1 is the
+        // slab's alone, and no one can add one without holding a reference.
+        let header = self.header();
+        if header.refs.load(Ordering::Acquire) & REF_MASK != 1 {
+            // SAFETY: the slab's `Arc<Remote>` is alive while it drops its
+            // entries (`OwnedTask::new`'s contract), so the count is >= 1.
+            unsafe { Arc::increment_strong_count(header.remote.as_ptr() as *const Remote) };
+            header.set_remote_owned();
+        }
         // SAFETY: we own one reference and give it up here, once.
         unsafe { release(self.raw.ptr) };
     }
@@ -448,9 +509,16 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
     }
     // Synchronise with every other release before freeing (as `Arc` does).
     fence(Ordering::Acquire);
+    let owned_remote =
+        (header.refs.load(Ordering::Relaxed) & REMOTE_OWNED != 0).then_some(header.remote);
     let dealloc = header.vtable.dealloc;
     // SAFETY: that was the last reference; nobody else can reach the cell.
-    unsafe { dealloc(ptr) }
+    unsafe { dealloc(ptr) };
+    if let Some(remote) = owned_remote {
+        // SAFETY: the counted reference the slab gave the cell
+        // (`OwnedTask::drop`), given up once, with the cell.
+        unsafe { Arc::decrement_strong_count(remote.as_ptr() as *const Remote) };
+    }
 }
 
 /// Borrows the header behind a waker's data pointer.
@@ -624,9 +692,9 @@ unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     // SAFETY: the last reference is gone, so we own the `Cell<F>` that
     // `OwnedTask::new` wrote. Its stage is `Consumed` (the slab consumes it
     // before releasing its reference), so dropping the cell drops no future
-    // or output here, whatever thread this is; it drops the `Arc<Remote>`,
-    // which is `Send + Sync`, and the joiner's waker if one is left (a
-    // `Waker` is `Send`).
+    // or output here, whatever thread this is; it drops the joiner's waker
+    // if one is left (a `Waker` is `Send`). The remote's reference, if the
+    // cell owns one, is given up by `release`.
     unsafe { ptr::drop_in_place(cell.as_ptr()) };
     // SAFETY: the memory came from `cache::allocate` with this layout, its
     // contents were just dropped, and nothing refers to it any more.

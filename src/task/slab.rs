@@ -83,6 +83,10 @@ pub(crate) struct TaskSlab {
     /// When each task last became runnable (clock ns), for the
     /// wake-to-first-poll histograms; empty unless they are on.
     ready_ns: Vec<u64>,
+    /// The executor's thread-safe half, which task cells point to without
+    /// counting (`OwnedTask::new`). Declared after `entries`: fields drop
+    /// in order, so it outlives every entry.
+    remote: Arc<Remote>,
 }
 
 /// How a poll (or a cancellation) ended.
@@ -156,13 +160,14 @@ pub(crate) fn deliverer<T: 'static>(send: impl FnOnce(Result<T, JoinError>) + 's
 }
 
 impl TaskSlab {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(remote: Arc<Remote>) -> Self {
         Self {
             entries: Slab::new(),
             generations: Vec::new(),
             names: Vec::new(),
             deliver: Vec::new(),
             ready_ns: Vec::new(),
+            remote,
         }
     }
 
@@ -178,7 +183,6 @@ impl TaskSlab {
         future: F,
         queue: usize,
         group: Option<GroupId>,
-        remote: &Arc<Remote>,
     ) -> (TaskId, GroupId)
     where
         F: Future + 'static,
@@ -195,10 +199,11 @@ impl TaskSlab {
         let generation = self.generations[index];
         let id = TaskId::new(index as u32, generation);
         let group = group.unwrap_or(GroupId::task(index as u32));
-        slot.insert(TaskEntry {
-            task: OwnedTask::new(future, id, remote.clone(), queue as u16, group),
-            generation,
-        });
+        // SAFETY: `self.remote` outlives the entry: an entry is dropped
+        // either after its removal, while the slab (and its `Arc`) lives,
+        // or when the slab drops `entries`, before `remote`.
+        let task = unsafe { OwnedTask::new(future, id, &self.remote, queue as u16, group) };
+        slot.insert(TaskEntry { task, generation });
         (id, group)
     }
 
@@ -282,6 +287,13 @@ impl TaskSlab {
         let e = self.get(id)?;
         let st = e.state();
         (st.is_scheduled() && !st.is_complete() && !st.is_running()).then(|| (e.queue(), e.group()))
+    }
+
+    /// A clone of live task `id`'s waker (an owned reference), for the
+    /// loom models that hand it to another thread.
+    #[cfg(all(test, tourbillon_loom))]
+    pub(crate) fn waker_clone(&self, id: TaskId) -> Waker {
+        self.get(id).expect("live task").task.waker_clone()
     }
 
     /// Clears the foreign-wake dedup flag of `id` before its wake is applied.
@@ -537,9 +549,8 @@ mod tests {
 
     #[test]
     fn generations_tell_reused_slots_apart() {
-        let remote = Arc::new(Remote::default());
-        let mut s = TaskSlab::new();
-        let (a, _) = s.insert(async {}, 0, None, &remote);
+        let mut s = TaskSlab::new(Arc::new(Remote::default()));
+        let (a, _) = s.insert(async {}, 0, None);
         let e = s.join_drop(a);
         assert!(e.is_none());
         // Complete it by hand through the harness.
@@ -547,7 +558,7 @@ mod tests {
         assert!(matches!(poll_task(&cell, a, false, false), Polled::Done(_)));
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
-        let (b, _) = s.insert(async {}, 0, None, &remote);
+        let (b, _) = s.insert(async {}, 0, None);
         assert_eq!(a.index(), b.index());
         assert_ne!(a, b);
         assert!(s.get(a).is_none());
