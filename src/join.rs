@@ -79,7 +79,10 @@ impl<T: 'static> Future for JoinHandle<T> {
             .tasks
             .borrow_mut()
             .join_poll::<T>(self.id, cx.waker());
-        drop(entry); // stage already consumed: frees the cell
+        if let Some(entry) = entry {
+            // The result was moved out: frees the cell.
+            entry.release_consumed();
+        }
         poll
     }
 }

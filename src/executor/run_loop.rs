@@ -511,22 +511,31 @@ impl Core {
             cancelled,
             panic,
         } = done;
-        {
-            let mut qs = self.queues.borrow_mut();
-            let st = &mut qs.list[queue];
-            match (finish, cancelled) {
-                (Finish::Panicked, _) => st.counters.panicked += 1,
-                (_, true) => st.counters.cancelled += 1,
-                _ => st.counters.completed += 1,
-            }
+        // A task's own group ends with it; a keyed group when its last task
+        // does.
+        let own_group = group.is_task_group();
+        let group_over = own_group || self.groups.borrow_mut().leave(group);
+        let mut qs = self.queues.borrow_mut();
+        let st = &mut qs.list[queue];
+        match (finish, cancelled) {
+            (Finish::Panicked, _) => st.counters.panicked += 1,
+            (_, true) => st.counters.cancelled += 1,
+            _ => st.counters.completed += 1,
+        }
+        // `RunnableFifo` keeps no per-task or per-group state: its
+        // `polled`, `forget` and `group_ended` do nothing, and are skipped.
+        if !st.sched.ignores_polled() {
             if polled {
                 st.sched.polled(id, group, elapsed, true);
             } else {
                 st.sched.forget(id, group);
             }
-            if self.groups.borrow_mut().leave(group) {
-                qs.group_ended(queue, group);
+            if own_group {
+                st.sched.group_ended(group);
             }
+        }
+        if group_over && !own_group {
+            qs.group_ended(queue, group);
         }
         panic
     }

@@ -154,9 +154,10 @@ impl QueueScheduler {
         }
     }
 
-    /// Whether [`polled`](Scheduler::polled) does nothing for this
-    /// scheduler (`RunnableFifo`), so that the run loop may skip the call
-    /// after a poll that leaves the task waiting.
+    /// Whether [`polled`](Scheduler::polled), [`forget`](Scheduler::forget)
+    /// and [`group_ended`](Scheduler::group_ended) do nothing for this
+    /// scheduler (`RunnableFifo`, which keeps no per-task or per-group
+    /// state), so that the executor may skip the calls.
     #[inline]
     pub(crate) fn ignores_polled(&self) -> bool {
         matches!(self, QueueScheduler::Fifo(_))

@@ -366,14 +366,19 @@ impl OwnedTask {
     }
 }
 
-impl Drop for OwnedTask {
-    fn drop(&mut self) {
-        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor thread;
-        // the slab never drops an entry whose task is being polled (RUNNING),
-        // so no other stage operation is in progress. Dropping the stage is a
-        // no-op when the slab already consumed it, which is the normal case;
-        // this is the safety net that keeps futures from leaking.
-        unsafe { self.raw.drop_stage() };
+impl OwnedTask {
+    /// Gives up the slab's reference to a task whose result was read
+    /// ([`RawTask::read_output`]): its stage is `Consumed`, so there is
+    /// nothing to drop (the join path skips the destructor's check).
+    pub(crate) fn release_consumed(self) {
+        let this = ManuallyDrop::new(self);
+        this.release_ref();
+    }
+
+    /// Gives up the slab's reference (once: from `drop` or
+    /// `release_consumed`).
+    #[inline]
+    fn release_ref(&self) {
         // Wakers hold references too: they may outlive the executor, and
         // with it the slab's `Arc<Remote>`, so the cell takes a counted
         // reference for them before the slab lets go. A count of 1 is the
@@ -385,8 +390,21 @@ impl Drop for OwnedTask {
             unsafe { Arc::increment_strong_count(header.remote.as_ptr() as *const Remote) };
             header.set_remote_owned();
         }
-        // SAFETY: we own one reference and give it up here, once.
+        // SAFETY: we own one reference and give it up here, once (`drop`
+        // and `release_consumed` are exclusive).
         unsafe { release(self.raw.ptr) };
+    }
+}
+
+impl Drop for OwnedTask {
+    fn drop(&mut self) {
+        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor thread;
+        // the slab never drops an entry whose task is being polled (RUNNING),
+        // so no other stage operation is in progress. Dropping the stage is a
+        // no-op when the slab already consumed it, which is the normal case;
+        // this is the safety net that keeps futures from leaking.
+        unsafe { self.raw.drop_stage() };
+        self.release_ref();
     }
 }
 

@@ -56,6 +56,12 @@ impl TaskEntry {
     fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         self.task.header().update_state(f)
     }
+    /// Drops an entry whose result was read by
+    /// [`join_poll`](TaskSlab::join_poll) (its stage is consumed).
+    pub(crate) fn release_consumed(self) {
+        self.task.release_consumed();
+    }
+
     /// The task ended (its scheduler was already told so).
     pub(crate) fn is_complete(&self) -> bool {
         self.state().is_complete()
@@ -125,6 +131,7 @@ impl Completion {
     /// Delivers a remote task's result, wakes the joiner and drops a
     /// detached output. Must run with the slab released: all may run user
     /// code.
+    #[inline(always)]
     fn settle(self) -> Done {
         if let (Some(deliver), Some(entry)) = (self.deliver, &self.detached) {
             deliver(entry.task.raw());
@@ -325,8 +332,8 @@ impl TaskSlab {
     }
 
     /// The join handle of `id` is polled. Returns the result when the task
-    /// is complete (the entry is removed: returned to be dropped by the
-    /// caller), else registers `waker`.
+    /// is complete (the entry is removed and returned, its stage consumed:
+    /// the caller releases it), else registers `waker`.
     pub(crate) fn join_poll<T: 'static>(
         &mut self,
         id: TaskId,
@@ -388,6 +395,7 @@ impl TaskSlab {
 
     /// Marks `id` complete after its stage was finished; returns the
     /// completion record.
+    #[inline(always)]
     fn complete(
         &mut self,
         id: TaskId,
