@@ -10,7 +10,8 @@
 //! queue 0 and queue `1 % Q` of `Q` queues (default 1), `N` round trips
 //! (default 100,000) over two
 //! `futures::channel::mpsc::channel(1)` (collect with
-//! `--toggle-collect=overhead_profile::pingpong`).
+//! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
+//! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
 
 use std::hint::black_box;
 
@@ -65,6 +66,36 @@ fn pingpong(ex: &tourbillon::Executor<u8>, trips: usize) {
     });
 }
 
+/// The same ping-pong on tokio's `LocalSet` (current_thread runtime), for
+/// comparing instruction counts (`pingpong-tokio N`).
+#[inline(never)]
+fn pingpong_tokio(trips: usize) {
+    use futures::{SinkExt, StreamExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        let (mut ping_tx, mut ping_rx) = futures::channel::mpsc::channel::<usize>(1);
+        let (mut pong_tx, mut pong_rx) = futures::channel::mpsc::channel::<usize>(1);
+        let pong = tokio::task::spawn_local(async move {
+            while let Some(v) = ping_rx.next().await {
+                if pong_tx.send(v).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let ping = tokio::task::spawn_local(async move {
+            for i in 0..trips {
+                ping_tx.send(i).await.unwrap();
+                black_box(pong_rx.next().await.unwrap());
+            }
+        });
+        ping.await.unwrap();
+        pong.await.unwrap();
+    });
+}
+
 fn main() {
     // Positional arguments only: flags (`--bench`, which cargo adds, and
     // `--quick` or others from `cargo bench -- ...`) are skipped wherever
@@ -88,6 +119,10 @@ fn main() {
         .map(|i| args[i].as_str())
         .collect();
     let nth = |i: usize| positional.get(i - 1).copied();
+    if nth(1) == Some("pingpong-tokio") {
+        pingpong_tokio(nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
+        return;
+    }
     if nth(1) == Some("pingpong") {
         let trips = nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000);
         let queues: u8 = nth(3).and_then(|a| a.parse().ok()).unwrap_or(1);

@@ -55,7 +55,7 @@ unsafe fn wake(ptr: *const ()) {
 unsafe fn wake_by_ref(ptr: *const ()) {
     // SAFETY: the waker being woken keeps the header alive for this call.
     let header = unsafe { raw::header_ref(ptr) };
-    crate::executor::wake_task(header.id, header.remote(), header);
+    crate::executor::wake_task(header);
 }
 
 unsafe fn drop_waker(ptr: *const ()) {

@@ -23,7 +23,9 @@ use crate::queue::Queues;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};
+use crate::task::raw::Header;
 use crate::task::slab::TaskSlab;
+use crate::task::state::TransitionToScheduled;
 
 #[derive(Default)]
 pub(crate) struct ExecCounters {
@@ -198,7 +200,7 @@ impl Core {
     }
 
     /// A wake of `id` on the executor's own thread.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn wake_local(&self, id: TaskId) {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {
@@ -206,6 +208,24 @@ impl Core {
                 self.tasks.borrow_mut().set_ready(id, self.clock.now_ns());
             }
             self.push_task(q, id, group);
+        }
+    }
+
+    /// A wake by the waker of one of this executor's tasks, on the
+    /// executor's own thread: the waker's cell holds the task's state,
+    /// queue and group, so no slab lookup is needed (the waker keeps its
+    /// own cell alive, so a reused slot cannot be confused with it).
+    #[inline(always)]
+    pub(crate) fn wake_by_header(&self, header: &Header) {
+        let push =
+            header.update_state(|st| st.transition_to_scheduled() == TransitionToScheduled::Push);
+        if push {
+            if self.cfg.latency {
+                self.tasks
+                    .borrow_mut()
+                    .set_ready(header.id, self.clock.now_ns());
+            }
+            self.push_task(header.queue as usize, header.id, header.group);
         }
     }
 

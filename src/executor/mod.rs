@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use self::core::Core;
 use self::drive::RunUntil;
-use self::inbox::{InboxFlag, Remote};
 use self::remote::RemoteSpawner;
 use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
@@ -32,7 +31,7 @@ use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
-use crate::task::id::TaskId;
+use crate::task::raw::Header;
 
 /// A single-threaded executor whose queues share the thread by weight.
 ///
@@ -364,17 +363,19 @@ where
     })
 }
 
-/// The wake of a task, from its waker (any thread).
+/// The wake of a task, from its waker (any thread): straight to its queue
+/// on the executor's own thread while it runs, else through its inbox.
 #[inline]
-pub(crate) fn wake_task(id: TaskId, remote: &Remote, notified: &impl InboxFlag) {
+pub(crate) fn wake_task(header: &Header) {
+    let remote = header.remote();
     let local = context::with_current_ref(|core| match core {
         Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), remote) && core.driving.get() => {
-            core.wake_local(id);
+            core.wake_by_header(header);
             true
         }
         _ => false,
     });
     if !local {
-        remote.push(id, notified);
+        remote.push(header.id, header);
     }
 }

@@ -133,7 +133,7 @@ impl Queues {
 
     /// Pushes a runnable task; returns `true` if its queue just became
     /// non-empty and awaits placement.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, q: usize, task: TaskId, group: GroupId) -> bool {
         let qs = &mut self.list[q];
         qs.sched.push(task, group);

@@ -41,13 +41,16 @@
 //! 1. `TaskSlab::insert` + push to the queue's scheduler.
 //! 2. `slab::poll_task` sets RUNNING, releases the slab, polls.
 //! 3. `poll_task` clears RUNNING; the task waits for a wake.
-//! 4. `TaskSlab::wake` on a RUNNING task sets NOTIFIED; `poll_task` turns it
-//!    into SCHEDULED and the run loop pushes it behind the queued tasks.
+//! 4. A wake (`Core::wake_by_header` from the task's waker on the executor's
+//!    thread, `TaskSlab::wake` for a wake drained from the inbox; both apply
+//!    `State::transition_to_scheduled`) on a RUNNING task sets NOTIFIED;
+//!    `poll_task` turns it into SCHEDULED and the run loop pushes it behind
+//!    the queued tasks.
 //! 5. `TaskSlab::complete`: the future was dropped in place and the result
 //!    stored; the join waker is woken.
 //! 6. `TaskSlab::join_poll` moves the result out and frees the slot (its
 //!    generation is bumped).
-//! 7. `TaskSlab::wake` on an idle task sets SCHEDULED; the caller pushes it.
+//! 7. A wake (as in 4) on an idle task sets SCHEDULED; the caller pushes it.
 //! 8. `TaskSlab::abort` sets CANCELLED; at the next poll boundary
 //!    `slab::cancel_idle` drops the future unpolled (tokio's documented rule:
 //!    an idle aborted task is shut down without running again).
