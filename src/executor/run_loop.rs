@@ -497,6 +497,7 @@ impl Core {
     }
 
     /// Book-keeping for a task that ended; returns a panic to propagate.
+    #[inline(always)]
     fn finish(
         &self,
         id: TaskId,
