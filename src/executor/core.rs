@@ -225,7 +225,12 @@ impl Core {
                     .borrow_mut()
                     .set_ready(header.id, self.clock.now_ns());
             }
-            self.push_task(header.queue as usize, header.id, header.group);
+            let group = if header.state().is_keyed() {
+                self.tasks.borrow().group_of(header)
+            } else {
+                GroupId::task(header.id.index())
+            };
+            self.push_task(header.queue as usize, header.id, group);
         }
     }
 
@@ -329,19 +334,20 @@ impl Core {
                 let mut qs = self.queues.borrow_mut();
                 // A completed entry (an unread output) already ended for its
                 // scheduler: `polled(finished)` and `group_ended` were called.
-                for (e, _, _) in entries.iter().filter(|(e, _, _)| !e.is_complete()) {
-                    qs.list[e.queue()].sched.forget(e.id(), e.group());
-                    if self.groups.borrow_mut().leave(e.group()) {
-                        qs.group_ended(e.queue(), e.group());
+                for d in entries.iter().filter(|d| !d.entry.is_complete()) {
+                    let (e, group) = (&d.entry, d.group);
+                    qs.list[e.queue()].sched.forget(e.id(), group);
+                    if self.groups.borrow_mut().leave(group) {
+                        qs.group_ended(e.queue(), group);
                     }
                 }
             }
             let mut join_wakers = Vec::new();
-            for (e, w, deliver) in entries {
-                join_wakers.extend(w);
-                drop(e);
+            for d in entries {
+                join_wakers.extend(d.join_waker);
+                drop(d.entry);
                 // A remote task dropped unfinished: its handle reads Cancelled.
-                drop(deliver);
+                drop(d.deliver);
             }
             for w in join_wakers {
                 w.wake();

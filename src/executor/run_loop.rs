@@ -36,7 +36,7 @@ use std::time::Duration;
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
 use crate::stats::Stall;
-use crate::task::id::TaskId;
+use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Finish;
 use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
 
@@ -268,7 +268,7 @@ impl Core {
             }
             let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
             match polled {
-                Polled::Pending { group, next } => {
+                Polled::Pending { keyed, next } => {
                     // The contract: `polled` after every poll, then the
                     // push of a task runnable again, in one dispatch. The
                     // running queue is runnable for the whole run (it
@@ -277,6 +277,11 @@ impl Core {
                     // task of a scheduler that ignores `polled` needs no
                     // call at all.
                     if tell_polled || next == Next::Requeue {
+                        let group = if keyed {
+                            self.tasks.borrow().keyed_group(id)
+                        } else {
+                            GroupId::task(id.index())
+                        };
                         self.queues.borrow_mut().list[q].sched.polled_pending(
                             id,
                             group,

@@ -1,5 +1,5 @@
 //! The type-erased task cell: one heap allocation per task holding the
-//! header (reference count, vtable, id, queue, group, state bits), the
+//! header (reference count, vtable, id, queue, state bits), the
 //! joiner's waker and the stage (the future, then its result).
 //!
 //! This file, `waker.rs`, the poll harness in `task/slab.rs` and the cell
@@ -36,19 +36,20 @@ use std::task::{Context, Poll, Waker};
 
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
-use crate::sync::{fence, AtomicUsize};
+use crate::sync::{fence, AtomicU32};
 use crate::task::cache;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::TaskId;
 use crate::task::state::State;
 
 /// The part of a task that wakers may see, on any thread.
 pub(crate) struct Header {
     /// Owners of the cell (the slab entry and every cloned waker) in the low
-    /// bits, and [`NOTIFIED`] in the top bit: set by a foreign-thread wake
-    /// until the executor drains it from the inbox, so that many foreign
-    /// wakes before that enqueue the id once. One word for both keeps the
-    /// header, read on every poll, small.
-    refs: AtomicUsize,
+    /// 30 bits, [`REMOTE_OWNED`], and [`NOTIFIED`] in the top bit: set by a
+    /// foreign-thread wake until the executor drains it from the inbox, so
+    /// that many foreign wakes before that enqueue the id once. One 32-bit
+    /// word for all keeps the header, read on every poll, at 32 bytes
+    /// (with `state` and `queue` beside it in one 8-byte slot).
+    refs: AtomicU32,
     vtable: &'static TaskVTable,
     pub(crate) id: TaskId,
     /// The executor's thread-safe half (inbox, unparker), not counted while
@@ -57,9 +58,9 @@ pub(crate) struct Header {
     /// wakers remain, the cell takes a counted reference ([`REMOTE_OWNED`]),
     /// so that a waker that outlives the executor stays harmless.
     remote: NonNull<Remote>,
-    /// The task's group (fixed at spawn).
-    pub(crate) group: GroupId,
-    /// The task's queue (fixed at spawn).
+    /// The task's queue (fixed at spawn). Its group is not stored here: it
+    /// is the task's own (derived from the id) unless the state says
+    /// `KEYED`, and then the slab keeps it.
     pub(crate) queue: u16,
     /// The executor-side state bits ([`State`]), kept here rather than in
     /// the slab entry so that a poll reads one place, the cell it polls.
@@ -69,16 +70,16 @@ pub(crate) struct Header {
     state: AtomicU8,
 }
 
-// Compile-time check: the header stays at 40 bytes (it is read on every
+// Compile-time check: the header stays at 32 bytes (it is read on every
 // poll and allocated with every task); loom's atomics are larger.
 #[cfg(not(tourbillon_loom))]
-const _: () = assert!(std::mem::size_of::<Header>() == 40);
+const _: () = assert!(std::mem::size_of::<Header>() == 32);
 
 // Compile-time check: the cell of a task whose future and output are (about)
-// empty is 72 bytes: the header, the joiner's waker and a 16-byte stage
+// empty is 64 bytes: the header, the joiner's waker and a 16-byte stage
 // (README, "Memory per spawned task"); loom's atomics are larger.
 #[cfg(not(tourbillon_loom))]
-const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 72);
+const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 64);
 
 // SAFETY: the header's fields are atomics, plain data and the pointer to the
 // `Remote`, which is `Send + Sync` and alive whenever the header is
@@ -95,12 +96,12 @@ const _: () = {
 };
 
 /// The "in the inbox" bit of [`Header::refs`]; the rest counts references.
-const NOTIFIED: usize = 1 << (usize::BITS - 1);
+const NOTIFIED: u32 = 1 << 31;
 /// Set (once, by the slab when it gives up its reference while wakers
 /// remain) when the cell owns a counted reference to its `Remote`, released
 /// with the cell.
-const REMOTE_OWNED: usize = 1 << (usize::BITS - 2);
-const REF_MASK: usize = !(NOTIFIED | REMOTE_OWNED);
+const REMOTE_OWNED: u32 = 1 << 30;
+const REF_MASK: u32 = !(NOTIFIED | REMOTE_OWNED);
 
 impl crate::executor::inbox::InboxFlag for Header {
     fn mark(&self) -> bool {
@@ -276,7 +277,8 @@ pub(crate) struct OwnedTask {
 
 impl OwnedTask {
     /// Allocates a task cell for `future` with one reference, owned by the
-    /// returned value.
+    /// returned value; `keyed`: the task belongs to a keyed group (its id is
+    /// kept by the slab).
     ///
     /// # Safety
     /// `remote` stays alive until the returned value is dropped (the slab,
@@ -286,21 +288,24 @@ impl OwnedTask {
         id: TaskId,
         remote: &Remote,
         queue: u16,
-        group: GroupId,
+        keyed: bool,
     ) -> OwnedTask
     where
         F: Future + 'static,
         F::Output: 'static,
     {
+        let mut state = State::INITIAL;
+        if keyed {
+            state.set_keyed();
+        }
         let cell = Cell {
             header: Header {
-                refs: AtomicUsize::new(1),
+                refs: AtomicU32::new(1),
                 vtable: vtable::<F>(),
                 id,
                 remote: NonNull::from(remote),
-                group,
                 queue,
-                state: AtomicU8::new(State::INITIAL.bits()),
+                state: AtomicU8::new(state.bits()),
             },
             join_waker: UnsafeCell::new(None),
             stage: UnsafeCell::new(Stage::Running(future)),

@@ -26,7 +26,7 @@ use std::task::{Poll, Waker};
 use slab::Slab;
 
 use super::id::{GroupId, TaskId};
-use super::raw::{Finish, OwnedTask, RawTask};
+use super::raw::{Finish, Header, OwnedTask, RawTask};
 use super::state::{State, TransitionToScheduled};
 use crate::error::JoinError;
 use crate::executor::context;
@@ -43,9 +43,6 @@ pub(crate) struct TaskEntry {
 impl TaskEntry {
     pub(crate) fn queue(&self) -> usize {
         self.task.header().queue as usize
-    }
-    pub(crate) fn group(&self) -> GroupId {
-        self.task.header().group
     }
     pub(crate) fn id(&self) -> TaskId {
         TaskId::new(self.task.header().id.index(), self.generation)
@@ -89,6 +86,10 @@ pub(crate) struct TaskSlab {
     /// When each task last became runnable (clock ns), for the
     /// wake-to-first-poll histograms; empty unless they are on.
     ready_ns: Vec<u64>,
+    /// The keyed group of each task spawned in one (`KEYED` in its state),
+    /// by slot; empty until the first such spawn. Other tasks are their own
+    /// group, derived from their id.
+    keyed: Vec<u32>,
     /// The executor's thread-safe half, which task cells point to without
     /// counting (`OwnedTask::new`). Declared after `entries`: fields drop
     /// in order, so it outlives every entry.
@@ -100,7 +101,9 @@ pub(crate) enum Polled {
     /// The id is stale (the task ended): nothing was polled.
     Stale,
     /// The task is still pending; `next` says what the run loop does with it.
-    Pending { group: GroupId, next: Next },
+    /// `keyed`: the task's group is a keyed one ([`TaskSlab::keyed_group`]),
+    /// else its own ([`GroupId::task`] of its index).
+    Pending { keyed: bool, next: Next },
     /// The task ended.
     Done(Done),
 }
@@ -174,6 +177,7 @@ impl TaskSlab {
             names: Vec::new(),
             deliver: Vec::new(),
             ready_ns: Vec::new(),
+            keyed: Vec::new(),
             remote,
         }
     }
@@ -205,11 +209,21 @@ impl TaskSlab {
         }
         let generation = self.generations[index];
         let id = TaskId::new(index as u32, generation);
-        let group = group.unwrap_or(GroupId::task(index as u32));
+        let keyed = group.is_some_and(|g| !g.is_task_group());
+        let group = match group {
+            Some(g) if keyed => {
+                if index >= self.keyed.len() {
+                    self.keyed.resize(index + 1, 0);
+                }
+                self.keyed[index] = g.index() as u32;
+                g
+            }
+            _ => GroupId::task(index as u32),
+        };
         // SAFETY: `self.remote` outlives the entry: an entry is dropped
         // either after its removal, while the slab (and its `Arc`) lives,
         // or when the slab drops `entries`, before `remote`.
-        let task = unsafe { OwnedTask::new(future, id, &self.remote, queue as u16, group) };
+        let task = unsafe { OwnedTask::new(future, id, &self.remote, queue as u16, keyed) };
         slot.insert(TaskEntry { task, generation });
         (id, group)
     }
@@ -262,6 +276,18 @@ impl TaskSlab {
         self.ready_ns.get(id.index() as usize).copied()
     }
 
+    /// The group of the task whose cell header is `header` (live, or at
+    /// least not yet replaced in its slot).
+    #[inline]
+    pub(crate) fn group_of(&self, header: &Header) -> GroupId {
+        group_of(&self.keyed, header)
+    }
+
+    /// The keyed group of live task `id`, spawned in one (`KEYED`).
+    pub(crate) fn keyed_group(&self, id: TaskId) -> GroupId {
+        GroupId::keyed(self.keyed[id.index() as usize])
+    }
+
     pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
         self.entries
             .get(id.index() as usize)
@@ -283,7 +309,7 @@ impl TaskSlab {
     pub(crate) fn wake(&mut self, id: TaskId) -> Option<(usize, GroupId)> {
         let e = self.get(id)?;
         match e.update(|st| st.transition_to_scheduled()) {
-            TransitionToScheduled::Push => Some((e.queue(), e.group())),
+            TransitionToScheduled::Push => Some((e.queue(), self.group_of(e.task.header()))),
             TransitionToScheduled::AfterPoll | TransitionToScheduled::Nothing => None,
         }
     }
@@ -293,7 +319,8 @@ impl TaskSlab {
     pub(crate) fn deferred_target(&self, id: TaskId) -> Option<(usize, GroupId)> {
         let e = self.get(id)?;
         let st = e.state();
-        (st.is_scheduled() && !st.is_complete() && !st.is_running()).then(|| (e.queue(), e.group()))
+        (st.is_scheduled() && !st.is_complete() && !st.is_running())
+            .then(|| (e.queue(), self.group_of(e.task.header())))
     }
 
     /// A clone of live task `id`'s waker (an owned reference), for the
@@ -376,7 +403,7 @@ impl TaskSlab {
 
     /// Shutdown: removes every entry that is not being polled, with the
     /// waker of its joiner (to wake: the join handle then reads Cancelled).
-    pub(crate) fn drain(&mut self) -> Vec<(TaskEntry, Option<Waker>, Option<Deliver>)> {
+    pub(crate) fn drain(&mut self) -> Vec<Drained> {
         let keys: Vec<usize> = self
             .entries
             .iter()
@@ -386,9 +413,15 @@ impl TaskSlab {
         keys.into_iter()
             .map(|k| {
                 let id = TaskId::new(k as u32, self.entries[k].generation);
+                let group = self.group_of(self.entries[k].task.header());
                 let join_waker = self.entries[k].task.take_join_waker();
                 let deliver = self.take_deliver(k);
-                (self.remove(id), join_waker, deliver)
+                Drained {
+                    entry: self.remove(id),
+                    group,
+                    join_waker,
+                    deliver,
+                }
             })
             .collect()
     }
@@ -411,7 +444,7 @@ impl TaskSlab {
             st.set_complete();
             st.has_join_interest()
         });
-        let (queue, group) = (e.queue(), e.group());
+        let (queue, group) = (e.queue(), self.group_of(e.task.header()));
         let join_waker = e.task.take_join_waker();
         let deliver = self.take_deliver(id.index() as usize);
         let detached = if joined { None } else { Some(self.remove(id)) };
@@ -427,6 +460,29 @@ impl TaskSlab {
             join_waker,
             detached,
         }
+    }
+}
+
+/// A task removed at shutdown, with what the executor still has to do for
+/// it.
+pub(crate) struct Drained {
+    pub(crate) entry: TaskEntry,
+    pub(crate) group: GroupId,
+    /// Its joiner's waker, to wake (the join handle then reads Cancelled).
+    pub(crate) join_waker: Option<Waker>,
+    /// A remote task's delivery, to drop (its handle reads Cancelled).
+    pub(crate) deliver: Option<Deliver>,
+}
+
+/// The group of the task whose header is `header`: its own (derived from
+/// its id) unless it is `KEYED`, when `keyed` holds it by slot.
+#[inline]
+fn group_of(keyed: &[u32], header: &Header) -> GroupId {
+    let index = header.id.index();
+    if header.state().is_keyed() {
+        GroupId::keyed(keyed[index as usize])
+    } else {
+        GroupId::task(index)
     }
 }
 
@@ -519,7 +575,7 @@ pub(crate) fn poll_task(
         };
         header.set_state(st);
         return Polled::Pending {
-            group: header.group,
+            keyed: st.is_keyed(),
             next,
         };
     };

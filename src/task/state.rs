@@ -29,6 +29,10 @@ const JOIN_INTEREST: u8 = 1 << 4;
 /// `abort()` was called; the future is dropped at the next poll boundary
 /// without being polled again.
 const CANCELLED: u8 = 1 << 5;
+/// The task belongs to a keyed group (`spawn_in_group`), whose id the slab
+/// keeps beside the entry; without it the task's group is its own, derived
+/// from its id. Fixed at spawn.
+const KEYED: u8 = 1 << 6;
 
 /// A snapshot of a task's state bits.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -63,6 +67,9 @@ impl State {
     pub(crate) fn is_cancelled(self) -> bool {
         self.0 & CANCELLED != 0
     }
+    pub(crate) fn is_keyed(self) -> bool {
+        self.0 & KEYED != 0
+    }
 
     pub(crate) fn set_scheduled(&mut self, on: bool) {
         self.set(SCHEDULED, on)
@@ -81,6 +88,9 @@ impl State {
     }
     pub(crate) fn set_cancelled(&mut self) {
         self.set(CANCELLED, true)
+    }
+    pub(crate) fn set_keyed(&mut self) {
+        self.set(KEYED, true)
     }
 
     fn set(&mut self, bit: u8, on: bool) {
@@ -101,6 +111,7 @@ impl fmt::Debug for State {
             (COMPLETE, "COMPLETE"),
             (JOIN_INTEREST, "JOIN_INTEREST"),
             (CANCELLED, "CANCELLED"),
+            (KEYED, "KEYED"),
         ];
         let mut list = f.debug_set();
         for (bit, name) in names {
