@@ -91,7 +91,12 @@
 //! * tourbillon bg throughput >= 0.9 x tokio fg+bg bg throughput.
 //!
 //! Usage: `cargo bench --bench priority [-- --secs S --warmup S --quick
-//! --rps N --bg N --seed N --systems 1,4,5 --no-pin]`.
+//! --rps N --bg N --seed N --systems 1,4,5 --no-pin --host-yield-us N
+//! --fg-shares N]`. The last two set systems 4 and 5's
+//! `host_yield_interval` (default 500 us, the crate's default) and Fg
+//! queue shares (default 8): with a CPU-bound bg queue, the host's timers
+//! (the fg sleeps) are serviced once per host-yield interval, so a smaller
+//! interval shortens fg wake-ups at the cost of more host turns.
 
 mod common;
 
@@ -109,7 +114,8 @@ use futures::channel::mpsc;
 use futures::StreamExt;
 use tourbillon::Builder;
 
-/// Shares of the two tourbillon queues (the issue's 8:1).
+/// Shares of the two tourbillon queues (the issue's 8:1; `--fg-shares`
+/// changes the first).
 const FG_SHARES: u32 = 8;
 const BG_SHARES: u32 = 1;
 /// Range of one CPU chunk and of one sleep, fg and bg alike (clockworker's).
@@ -136,6 +142,10 @@ struct Config {
     bg_tasks: usize,
     seed: u64,
     pin: bool,
+    /// tourbillon's `host_yield_interval` (`--host-yield-us`).
+    host_yield: Duration,
+    /// tourbillon's fg queue shares (`--fg-shares`; bg has 1).
+    fg_shares: u32,
 }
 
 /// The measured window: `[start, end)`.
@@ -338,7 +348,7 @@ impl System {
             System::TokioFgBg => "tokio fg+bg",
             System::TokioTwoRuntimes => "tokio 2 runtimes (bg nice 19)",
             System::TourbillonFg => "tourbillon fg only",
-            System::TourbillonFgBg => "tourbillon fg+bg (8:1)",
+            System::TourbillonFgBg => "tourbillon fg+bg",
         }
     }
 }
@@ -410,8 +420,9 @@ fn tourbillon(
 ) -> (Vec<(u64, u64)>, String) {
     let rt = tokio_rt();
     let ex = Builder::new()
-        .queue(Q::Fg, FG_SHARES)
+        .queue(Q::Fg, cfg.fg_shares)
         .queue(Q::Bg, BG_SHARES)
+        .host_yield_interval(cfg.host_yield)
         .build()
         .unwrap();
     let fgq = ex.queue(Q::Fg).unwrap();
@@ -598,6 +609,14 @@ fn main() {
         bg_tasks: value("--bg").and_then(|v| v.parse().ok()).unwrap_or(8),
         seed: value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7),
         pin: !args.flag("--no-pin"),
+        host_yield: Duration::from_micros(
+            value("--host-yield-us")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(tourbillon::DEFAULT_HOST_YIELD_INTERVAL.as_micros() as u64),
+        ),
+        fg_shares: value("--fg-shares")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(FG_SHARES),
     };
     let systems: Vec<System> = match value("--systems") {
         Some(list) => list
@@ -612,6 +631,12 @@ fn main() {
          tokio sleep (1 ms timer granularity); bg: {} tasks of 100-500 us CPU + 100-500 us sleep; \
          warm-up {} s, measured {} s per system; seed {}",
         cfg.rps, cfg.bg_tasks, cfg.warmup, cfg.secs, cfg.seed
+    );
+    println!(
+        "tourbillon: Fg:Bg shares {}:{BG_SHARES}, host_yield_interval {} us (--fg-shares, \
+         --host-yield-us)",
+        cfg.fg_shares,
+        cfg.host_yield.as_micros()
     );
     if cfg.pin {
         println!(
