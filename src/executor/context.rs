@@ -66,30 +66,45 @@ thread_local! {
 }
 
 /// The poll marker of an enclosing poll (a task of an outer executor that
-/// runs this one inside its own poll), restored by [`end_poll`].
-#[derive(Clone, Copy)]
-pub(crate) struct OuterPoll {
+/// runs this one inside its own poll), saved when a run starts and
+/// restored when it ends (also when unwinding), so that a yield of the
+/// outer task is neither lost nor taken for an inner task's. Saved once
+/// per run rather than once per poll.
+pub(crate) struct RunMarker {
     header: *const (),
     yielded: bool,
 }
 
-/// Marks the start of a poll of the task whose header is at `header`.
-/// Saves (and clears) the marker of an enclosing poll, so that a yield of
-/// the outer task is neither lost nor taken for the inner task's.
-#[inline]
-pub(crate) fn begin_poll(header: *const ()) -> OuterPoll {
-    OuterPoll {
-        header: POLLING.with(|p| p.replace(header)),
+/// A run of this thread's executor starts: saves (and clears) the marker of
+/// an enclosing poll until the returned guard is dropped.
+pub(crate) fn begin_run() -> RunMarker {
+    RunMarker {
+        header: POLLING.with(|p| p.replace(std::ptr::null())),
         yielded: YIELDED.with(|y| y.replace(false)),
     }
 }
 
-/// Marks the end of a poll; returns whether the task yielded through the
-/// fast path during it, and restores the enclosing poll's marker.
+impl Drop for RunMarker {
+    fn drop(&mut self) {
+        let _ = POLLING.try_with(|p| p.set(self.header));
+        let _ = YIELDED.try_with(|y| y.set(self.yielded));
+    }
+}
+
+/// Marks the start of a poll of the task whose header is at `header` (inside
+/// a run: see [`begin_run`]).
 #[inline]
-pub(crate) fn end_poll(outer: OuterPoll) -> bool {
-    POLLING.with(|p| p.set(outer.header));
-    YIELDED.with(|y| y.replace(outer.yielded))
+pub(crate) fn begin_poll(header: *const ()) {
+    POLLING.with(|p| p.set(header));
+    YIELDED.with(|y| y.set(false));
+}
+
+/// Marks the end of a poll; returns whether the task yielded through the
+/// fast path during it.
+#[inline]
+pub(crate) fn end_poll() -> bool {
+    POLLING.with(|p| p.set(std::ptr::null()));
+    YIELDED.with(|y| y.get())
 }
 
 /// Whether this thread is polling a task right now.

@@ -212,6 +212,9 @@ impl Core {
         self.reset_countdown(q);
         let propagate = self.propagate_panics();
         let defer_yields = self.nested.get();
+        // The poll marker of an enclosing task (nested executors), put back
+        // when the run ends.
+        let _marker = super::context::begin_run();
         let mut panic = None;
         let mut polls = 0u64;
         // `pop` returned `None`: the queue has nothing to run, whatever its

@@ -529,10 +529,10 @@ pub(crate) fn poll_task(
         // stage), the stage is Running (not COMPLETE), executor thread.
         Some(unsafe { raw.cancel() })
     } else {
-        let prev = context::begin_poll(raw.header_addr());
+        context::begin_poll(raw.header_addr());
         // SAFETY: as above.
         let res = unsafe { raw.poll() };
-        yielded = context::end_poll(prev);
+        yielded = context::end_poll();
         match res {
             Poll::Ready(f) => Some(f),
             Poll::Pending => None,

@@ -15,7 +15,7 @@ use std::fmt;
 const SCHEDULED: u8 = 1 << 0;
 /// The task's future is being polled right now. While set the slab entry is
 /// never removed and the future never dropped (the poll holds a raw pointer
-/// to the task cell). Set by `begin_poll`, cleared by `end_poll`.
+/// to the task cell). Set and cleared by `slab::poll_task`.
 const RUNNING: u8 = 1 << 1;
 /// The task was woken during its own poll; it is pushed to its scheduler
 /// after the poll (behind every task already queued), once.
