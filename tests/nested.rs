@@ -583,3 +583,48 @@ fn nested_in_futures_local_pool() {
     assert!(pool_at < position(&events, "task 3"), "{events:?}");
     assert_eq!(events.len(), 5);
 }
+
+/// tourbillon inside a task of another tourbillon executor, run in the
+/// same outer poll as a `yield_now` of the outer task (a `join` of the
+/// yield and a `run_until_stalled` of the inner executor): the outer task's
+/// yield is recorded before the inner executor runs (and completes) its
+/// yielding tasks, and must survive that run (the inner run saves and
+/// restores the outer poll's marker). Nothing else wakes the outer task: a
+/// lost yield would leave it waiting forever, and `block_on` would never
+/// return.
+#[test]
+fn outer_yield_survives_an_inner_run_in_the_same_poll() {
+    let outer = executor();
+    let inner = Rc::new(executor());
+    let inner2 = inner.clone();
+    let out = outer.block_on(async {
+        let h = outer
+            .spawn(Q::Fg, async move {
+                let mut polls = 0;
+                for _ in 0..20 {
+                    let ((), n) = futures::future::join(yield_now(), async {
+                        for _ in 0..3 {
+                            // Detached: no join handle wakes the outer task.
+                            drop(
+                                inner2
+                                    .spawn(Q::Bg, async {
+                                        yield_now().await;
+                                    })
+                                    .unwrap(),
+                            );
+                        }
+                        inner2.run_until_stalled()
+                    })
+                    .await;
+                    polls += n;
+                }
+                polls
+            })
+            .unwrap();
+        h.await.unwrap()
+    });
+    // Each round: 3 tasks, each polled twice (its yield, then completion).
+    assert_eq!(out, 20 * 3 * 2);
+    assert_eq!(inner.stats().live_tasks, 0);
+    assert_eq!(outer.stats().live_tasks, 0);
+}
