@@ -480,6 +480,17 @@ impl RawTask {
         unsafe { (self.header().vtable.take_panic)(self.ptr) }
     }
 
+    /// Takes the joiner's waker out of the cell.
+    ///
+    /// # Safety
+    /// On the executor thread (the only one that touches the joiner's
+    /// waker), the cell alive for the call.
+    pub(crate) unsafe fn take_join_waker(self) -> Option<Waker> {
+        // SAFETY: the cell is alive (contract); every `Cell<F>` starts with
+        // the fields of `Prefix` (both `repr(C)`); `take` runs no user code.
+        unsafe { (*(*self.ptr.cast::<Prefix>().as_ptr()).join_waker.get()).take() }
+    }
+
     fn header(&self) -> &Header {
         // SAFETY: every caller of the `unsafe` methods above guarantees the
         // cell is alive; the header is immutable apart from its atomics.

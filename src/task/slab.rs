@@ -429,23 +429,31 @@ impl TaskSlab {
     /// Marks `id` complete after its stage was finished; returns the
     /// completion record.
     #[inline(always)]
+    ///
+    /// `raw` is the cell of `id`, whose RUNNING bit the caller holds (so
+    /// its entry is still in the slab: no lookup).
     fn complete(
         &mut self,
         id: TaskId,
+        raw: RawTask,
         finish: Finish,
         panic: Option<Box<dyn Any + Send>>,
         cancelled: bool,
     ) -> Completion {
-        let e = self.get(id).expect("a RUNNING entry is never removed");
-        let joined = e.update(|st| {
+        // SAFETY: RUNNING is set, so the entry (and the slab's reference to
+        // the cell) stays until `remove` below, after the last use.
+        let header = unsafe { raw.header_unbound() };
+        let joined = header.update_state(|st| {
             st.set_running(false);
             st.set_notified(false);
             st.set_scheduled(false);
             st.set_complete();
             st.has_join_interest()
         });
-        let (queue, group) = (e.queue(), self.group_of(e.task.header()));
-        let join_waker = e.task.take_join_waker();
+        let (queue, group) = (header.queue as usize, self.group_of(header));
+        // SAFETY: as above, and we are on the executor thread (the slab is
+        // `!Send`), the only one that touches the joiner's waker.
+        let join_waker = unsafe { raw.take_join_waker() };
         let deliver = self.take_deliver(id.index() as usize);
         let detached = if joined { None } else { Some(self.remove(id)) };
         Completion {
@@ -555,7 +563,7 @@ pub(crate) fn poll_task(
             // SAFETY: RUNNING is still set: the entry stays and nothing else
             // touches the stage; the stage is Running; executor thread.
             let f = unsafe { raw.cancel() };
-            let c = slab.borrow_mut().complete(id, f, None, cancelled_now);
+            let c = slab.borrow_mut().complete(id, raw, f, None, cancelled_now);
             return Polled::Done(c.settle());
         }
         st.set_running(false);
@@ -579,7 +587,7 @@ pub(crate) fn poll_task(
             next,
         };
     };
-    let c = slab.borrow_mut().complete(id, f, panic, cancelled_now);
+    let c = slab.borrow_mut().complete(id, raw, f, panic, cancelled_now);
     Polled::Done(c.settle())
 }
 
@@ -603,7 +611,7 @@ pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> 
     // SAFETY: RUNNING is set (the entry stays, nothing else touches the
     // stage), the stage is Running (not COMPLETE), executor thread.
     let finish = unsafe { raw.cancel() };
-    let c = slab.borrow_mut().complete(id, finish, None, true);
+    let c = slab.borrow_mut().complete(id, raw, finish, None, true);
     Some(c.settle())
 }
 
