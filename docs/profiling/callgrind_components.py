@@ -49,7 +49,7 @@ RULES = [
      r"JoinHandle<T> as core::future|JoinHandle<T> as core::ops::drop"
      r"|drop_in_place<tourbillon::join::JoinHandle|TaskSlab::join_poll"
      r"|TaskSlab::join_drop|read_output"),
-    ("scheduler (QueueScheduler, RunnableFifo, VecDeque)",
+    ("scheduler (QueueScheduler, RunnableFifo)",
      r"QueueScheduler|RunnableFifo|Queues::push|VecDeque"),
     ("slab (TaskSlab get/insert/remove, slab crate)",
      r"TaskSlab::(get|insert|remove)|^slab::|<slab::"),

@@ -16,6 +16,13 @@
 //!   `RUNNING` bit excludes everything else during a poll, and the `COMPLETE`
 //!   bit says the future is gone. Foreign threads touch only the atomics, the
 //!   id and the remote handle of the header, all of which are `Sync`.
+//! * **The remote.** The header points to its executor's `Remote` without
+//!   counting it while the slab holds the task (the slab's `Arc` outlives
+//!   its entries). When the slab gives up its reference while wakers still
+//!   hold some, it first gives the cell a counted reference
+//!   (`REMOTE_OWNED` in the reference-count word), which `release` drops
+//!   after the cell is freed: a waker that outlives its executor always
+//!   finds the `Remote` alive.
 //! * **Freeing on a foreign thread.** When the last reference is a waker on
 //!   another thread, the cell is freed there. By then the stage is always
 //!   `Consumed` (the slab consumes it before it gives up its reference), so
