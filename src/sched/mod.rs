@@ -49,7 +49,10 @@ pub use las::Las;
 /// What a scheduler must guarantee: never lose a task (every pushed id is
 /// eventually returned by `pop`, unless forgotten), never return an id twice
 /// for one push, and keep `len` equal to the number of ids it holds. It must
-/// not panic: a panic inside a scheduler unwinds through the executor.
+/// not panic: a panic inside a scheduler unwinds through the executor. It
+/// must not drive an executor (`block_on`, `run_until`) from inside one of
+/// its methods: `push` may run inside a waker's `wake`, with the current
+/// executor borrowed.
 ///
 /// # Example
 ///

@@ -288,12 +288,14 @@ impl OwnedTask {
     /// kept by the slab).
     ///
     /// # Safety
-    /// `remote` stays alive until the returned value is dropped (the slab,
-    /// which owns it, holds an `Arc<Remote>` and drops its entries first).
+    /// `remote` comes from [`Arc::as_ptr`] (so that the cell may later count
+    /// a reference with `Arc::increment_strong_count`), and that `Arc`
+    /// stays alive until the returned value is dropped (the slab, which
+    /// owns it, holds an `Arc<Remote>` and drops its entries first).
     pub(crate) unsafe fn new<F>(
         future: F,
         id: TaskId,
-        remote: &Remote,
+        remote: NonNull<Remote>,
         queue: u16,
         keyed: bool,
     ) -> OwnedTask
@@ -310,7 +312,7 @@ impl OwnedTask {
                 refs: AtomicU32::new(1),
                 vtable: vtable::<F>(),
                 id,
-                remote: NonNull::from(remote),
+                remote,
                 queue,
                 state: AtomicU8::new(state.bits()),
             },

@@ -19,6 +19,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::future::Future;
+use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
@@ -92,8 +93,11 @@ pub(crate) struct TaskSlab {
     keyed: Vec<u32>,
     /// The executor's thread-safe half, which task cells point to without
     /// counting (`OwnedTask::new`). Declared after `entries`: fields drop
-    /// in order, so it outlives every entry.
-    remote: Arc<Remote>,
+    /// in order, so it outlives every entry. Only held, never read: the
+    /// cells use `remote_ptr`.
+    _remote: Arc<Remote>,
+    /// `Arc::as_ptr(&_remote)`, what the cells get.
+    remote_ptr: NonNull<Remote>,
 }
 
 /// How a poll (or a cancellation) ended.
@@ -178,7 +182,9 @@ impl TaskSlab {
             deliver: Vec::new(),
             ready_ns: Vec::new(),
             keyed: Vec::new(),
-            remote,
+            remote_ptr: NonNull::new(Arc::as_ptr(&remote).cast_mut())
+                .expect("an Arc's pointer is not null"),
+            _remote: remote,
         }
     }
 
@@ -220,10 +226,11 @@ impl TaskSlab {
             }
             _ => GroupId::task(index as u32),
         };
-        // SAFETY: `self.remote` outlives the entry: an entry is dropped
-        // either after its removal, while the slab (and its `Arc`) lives,
-        // or when the slab drops `entries`, before `remote`.
-        let task = unsafe { OwnedTask::new(future, id, &self.remote, queue as u16, keyed) };
+        // SAFETY: `remote_ptr` is `Arc::as_ptr` of `self._remote`, which
+        // outlives the entry: an entry is dropped either after its removal,
+        // while the slab (and its `Arc`) lives, or when the slab drops
+        // `entries`, before `_remote`.
+        let task = unsafe { OwnedTask::new(future, id, self.remote_ptr, queue as u16, keyed) };
         slot.insert(TaskEntry { task, generation });
         (id, group)
     }
