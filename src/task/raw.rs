@@ -140,9 +140,9 @@ impl Header {
         // the cell: the slab's (and while the slab holds the task, the
         // slab's `Arc<Remote>` keeps the remote alive: `TaskSlab` drops its
         // entries before its `Arc`) or a waker's. When the slab gives up its
-        // reference while wakers remain, `OwnedTask::drop` first gives the
-        // cell a counted reference (`REMOTE_OWNED`), dropped only when the
-        // cell is freed, after the last waker.
+        // reference while wakers remain, `OwnedTask::release_ref` first
+        // gives the cell a counted reference (`REMOTE_OWNED`), dropped only
+        // when the cell is freed, after the last waker.
         unsafe { self.remote.as_ref() }
     }
 
@@ -559,7 +559,7 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
     unsafe { dealloc(ptr) };
     if let Some(remote) = owned_remote {
         // SAFETY: the counted reference the slab gave the cell
-        // (`OwnedTask::drop`), given up once, with the cell.
+        // (`OwnedTask::release_ref`), given up once, with the cell.
         unsafe { Arc::decrement_strong_count(remote.as_ptr() as *const Remote) };
     }
 }

@@ -435,10 +435,10 @@ impl TaskSlab {
 
     /// Marks `id` complete after its stage was finished; returns the
     /// completion record.
-    #[inline(always)]
     ///
     /// `raw` is the cell of `id`, whose RUNNING bit the caller holds (so
     /// its entry is still in the slab: no lookup).
+    #[inline(always)]
     fn complete(
         &mut self,
         id: TaskId,
