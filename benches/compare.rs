@@ -46,7 +46,7 @@
 
 mod common;
 
-use common::json_str;
+use common::{json_str, median};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -695,17 +695,6 @@ fn systems() -> Vec<System_> {
 
 // ---------------------------------------------------------------------------
 // Statistics and reports
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
 
 /// Median / min / max seconds of one system on one workload.
 #[derive(Clone, Copy)]

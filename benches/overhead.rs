@@ -34,6 +34,7 @@
 
 mod common;
 
+use common::median;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -151,17 +152,6 @@ struct Series {
     name: &'static str,
     run: Box<dyn Fn(usize) -> Duration>,
     samples: Vec<f64>,
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }
 
 fn main() {

@@ -100,7 +100,7 @@
 
 mod common;
 
-use common::{pin_thread, run_ok, sched_times, thread_id, Rng};
+use common::{pct, pin_thread, run_ok, sched_times, thread_id, Rng};
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -541,14 +541,6 @@ fn run(system: System, cfg: Config) -> Outcome {
 }
 
 // ---------------------------------------------------------------- report --
-
-fn pct(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 struct Row {
     name: &'static str,

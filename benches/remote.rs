@@ -73,7 +73,7 @@
 
 mod common;
 
-use common::{json_str, pin_thread, sched_times};
+use common::{json_str, median, pct, pin_thread, sched_times};
 
 use std::future::{poll_fn, Future};
 use std::path::PathBuf;
@@ -530,26 +530,6 @@ fn spawn_latency<S: RemoteSys>(s: &S, tasks: usize) -> Sample {
 // Statistics and reports
 
 /// Sorted, index round(p (n - 1)) (as benches/tail.rs); `p` in [0, 1].
-fn pct(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[(p * (sorted.len() - 1) as f64).round() as usize]
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
 fn min_max(v: &[f64]) -> (f64, f64) {
     v.iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
@@ -592,14 +572,14 @@ fn lat_summary(runs: &[Sample]) -> Lat {
             .collect()
     };
     Lat {
-        p50: us(pct(&all, 0.5)),
-        p99: us(pct(&all, 0.99)),
+        p50: us(pct(&all, 50.0)),
+        p99: us(pct(&all, 99.0)),
         max: us(all.last().copied().unwrap_or(0)),
         n: all.len(),
-        round_p50: min_max(&per_round(0.5)),
-        round_p99: min_max(&per_round(0.99)),
-        call_p50: us(pct(&calls, 0.5)),
-        call_p99: us(pct(&calls, 0.99)),
+        round_p50: min_max(&per_round(50.0)),
+        round_p99: min_max(&per_round(99.0)),
+        call_p50: us(pct(&calls, 50.0)),
+        call_p99: us(pct(&calls, 99.0)),
     }
 }
 
@@ -836,8 +816,8 @@ impl Report {
                                 v.sort_unstable();
                                 format!(
                                     "{{\"p50\": {}, \"p99\": {}, \"max\": {}}}",
-                                    num(us(pct(&v, 0.5))),
-                                    num(us(pct(&v, 0.99))),
+                                    num(us(pct(&v, 50.0))),
+                                    num(us(pct(&v, 99.0))),
                                     num(us(v.last().copied().unwrap_or(0)))
                                 )
                             })

@@ -65,7 +65,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{pct, Rng};
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -514,11 +514,6 @@ impl System {
 // ---------------------------------------------------------------- report --
 
 /// The model's percentile: sorted, index round(p (n - 1)).
-fn pct(sorted: &[u64], p: f64) -> u64 {
-    let i = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 struct Row {
     name: String,
     thin: Vec<u64>,

@@ -84,6 +84,31 @@ pub fn json_str(s: &str) -> String {
     o
 }
 
+/// The median of `v` (the mean of the two middle values for an even
+/// count); NaN when `v` is empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// The `p`-th percentile (0 to 100) of the ascending `sorted`: the element
+/// of index `round(p / 100 * (n - 1))`; 0 when `sorted` is empty.
+pub fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
 /// The command line of a `harness = false` bench: `--name value` options
 /// and `--flag`s; anything else (cargo's `--bench`, criterion's flags) is
 /// ignored.
