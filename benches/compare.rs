@@ -1131,8 +1131,8 @@ fn main() {
     let args = common::Args::from_env();
     let value = |name: &str| args.value(name);
     let quick = args.flag("--quick");
-    let rounds = value("--rounds")
-        .and_then(|v| v.parse::<usize>().ok())
+    let rounds = args
+        .parsed::<usize>("--rounds")
         .unwrap_or(if quick { 3 } else { 7 })
         .max(1);
     let out = value("--out")

@@ -246,16 +246,12 @@ fn print_report(r: &Report, tasks: usize) -> bool {
 
 fn main() {
     let args = common::Args::from_env();
-    let value = |name: &str| args.value(name);
     let quick = args.flag("--quick");
-    let secs: f64 = value("--secs")
-        .and_then(|v| v.parse().ok())
+    let secs: f64 = args
+        .parsed("--secs")
         .unwrap_or(if quick { 0.3 } else { 1.0 });
-    let tasks: usize = value("--tasks")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-        .max(1);
-    let seed: u64 = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7);
+    let tasks: usize = args.parsed("--tasks").unwrap_or(3).max(1);
+    let seed: u64 = args.parsed("--seed").unwrap_or(7);
     let mut configs: Vec<Vec<u32>> = args
         .all()
         .windows(2)

@@ -156,7 +156,7 @@ struct Series {
 
 fn main() {
     let args = common::Args::from_env();
-    let arg = |name: &str| args.value(name).and_then(|v| v.parse::<usize>().ok());
+    let arg = |name: &str| args.parsed::<usize>(name);
     // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): 3 rounds
     // of 10,000 tasks unless `--rounds` / `--tasks` say otherwise. Other
     // flags (`--bench`, which cargo adds, criterion's) are ignored.

@@ -591,24 +591,21 @@ fn main() {
     let value = |name: &str| args.value(name);
     let quick = args.flag("--quick");
     let cfg = Config {
-        secs: value("--secs")
-            .and_then(|v| v.parse().ok())
+        secs: args
+            .parsed("--secs")
             .unwrap_or(if quick { 1.5 } else { 5.0 }),
-        warmup: value("--warmup")
-            .and_then(|v| v.parse().ok())
+        warmup: args
+            .parsed("--warmup")
             .unwrap_or(if quick { 0.5 } else { 1.0 }),
-        rps: value("--rps").and_then(|v| v.parse().ok()).unwrap_or(1000),
-        bg_tasks: value("--bg").and_then(|v| v.parse().ok()).unwrap_or(8),
-        seed: value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7),
+        rps: args.parsed("--rps").unwrap_or(1000),
+        bg_tasks: args.parsed("--bg").unwrap_or(8),
+        seed: args.parsed("--seed").unwrap_or(7),
         pin: !args.flag("--no-pin"),
         host_yield: Duration::from_micros(
-            value("--host-yield-us")
-                .and_then(|v| v.parse().ok())
+            args.parsed("--host-yield-us")
                 .unwrap_or(tourbillon::DEFAULT_HOST_YIELD_INTERVAL.as_micros() as u64),
         ),
-        fg_shares: value("--fg-shares")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(FG_SHARES),
+        fg_shares: args.parsed("--fg-shares").unwrap_or(FG_SHARES),
     };
     let systems: Vec<System> = match value("--systems") {
         Some(list) => list

@@ -885,13 +885,11 @@ fn main() {
     let args = common::Args::from_env();
     let value = |name: &str| args.value(name);
     let quick = args.flag("--quick");
-    let rounds = value("--rounds")
-        .and_then(|v| v.parse::<usize>().ok())
+    let rounds = args
+        .parsed::<usize>("--rounds")
         .unwrap_or(if quick { 3 } else { 7 })
         .max(1);
-    let gap_us = value("--gap-us")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(50);
+    let gap_us = args.parsed::<u64>("--gap-us").unwrap_or(50);
     let out = value("--out")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/remote"));

@@ -643,14 +643,13 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
 
 fn main() {
     let args = common::Args::from_env();
-    let value = |name: &str| args.value(name);
-    let seed = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(7u64);
+    let seed = args.parsed("--seed").unwrap_or(7u64);
     // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): every
     // case scaled to 15% of its tasks unless `--scale` is given. Other flags
     // (`--bench`, which cargo adds, criterion's) are ignored.
     let quick = args.flag("--quick");
-    let scale = value("--scale")
-        .and_then(|v| v.parse().ok())
+    let scale = args
+        .parsed("--scale")
         .unwrap_or(if quick { 0.15 } else { 1.0f64 });
     let mut cases: Vec<(String, f64, usize)> = args
         .all()
@@ -679,7 +678,7 @@ fn main() {
         System::Las,
         System::Tokio,
     ];
-    if let Some(ms) = value("--guard-ms").and_then(|v| v.parse().ok()) {
+    if let Some(ms) = args.parsed("--guard-ms") {
         systems.push(System::LasGuard(Duration::from_millis(ms)));
     }
     if args.flag("--quantized") {

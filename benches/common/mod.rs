@@ -125,6 +125,11 @@ impl Args {
         self.0.get(i + 1).map(String::as_str)
     }
 
+    /// The word after `name`, parsed; `None` if absent or unparsable.
+    pub fn parsed<T: std::str::FromStr>(&self, name: &str) -> Option<T> {
+        self.value(name)?.parse().ok()
+    }
+
     /// Whether `name` is given.
     pub fn flag(&self, name: &str) -> bool {
         self.0.iter().any(|a| a == name)
