@@ -25,7 +25,7 @@
 
 mod micro;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -43,36 +43,13 @@ fn executor(queues: u8, slice: Option<Duration>) -> tourbillon::Executor<u8> {
     b.build().unwrap()
 }
 
-/// 64 tasks over all the queues of `ex`, `iters` yields each: the time from
-/// after the spawns to the last join.
-fn round(ex: &tourbillon::Executor<u8>, iters: u64) -> Duration {
-    ex.block_on(async {
-        let queues = ex.queue_keys().len() as u64;
-        let hs: Vec<_> = (0..TASKS)
-            .map(|i| {
-                ex.spawn((i % queues) as u8, async move {
-                    for _ in 0..iters {
-                        tourbillon::yield_now().await;
-                    }
-                })
-                .unwrap()
-            })
-            .collect();
-        let start = Instant::now();
-        for h in hs {
-            h.await.unwrap();
-        }
-        start.elapsed()
-    })
-}
-
 fn group(c: &mut Criterion, name: &str, slice: Option<Duration>) {
     let mut g = c.benchmark_group(name);
     g.throughput(Throughput::Elements(TASKS));
     for n in QUEUES {
         let ex = executor(n, slice);
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter_custom(|iters| round(&ex, iters))
+            b.iter_custom(|iters| micro::yield_round(&ex, TASKS, iters))
         });
     }
     g.finish();

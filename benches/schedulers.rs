@@ -76,25 +76,8 @@ fn sched_executor(c: &mut Criterion) {
         for t in TASKS {
             g.throughput(Throughput::Elements(t));
             g.bench_with_input(BenchmarkId::new(name, t), &t, |b, &t| {
-                b.iter_custom(|iters| {
-                    ex.block_on(async {
-                        let hs: Vec<_> = (0..t)
-                            .map(|_| {
-                                ex.spawn(0, async move {
-                                    for _ in 0..iters {
-                                        tourbillon::yield_now().await;
-                                    }
-                                })
-                                .unwrap()
-                            })
-                            .collect();
-                        let start = Instant::now();
-                        for h in hs {
-                            h.await.unwrap();
-                        }
-                        start.elapsed()
-                    })
-                })
+                // One queue: every task on queue 0.
+                b.iter_custom(|iters| micro::yield_round(&ex, t, iters))
             });
         }
     }

@@ -40,3 +40,27 @@ pub fn tourbillon(queues: u8) -> tourbillon::Executor<u8> {
     }
     b.build().unwrap()
 }
+
+/// `tasks` tasks spread over the queues of `ex` (task `i` on queue
+/// `i % queues`), each yielding `iters` times: the time from after the
+/// spawns to the last join.
+pub fn yield_round(ex: &tourbillon::Executor<u8>, tasks: u64, iters: u64) -> std::time::Duration {
+    ex.block_on(async {
+        let queues = ex.queue_keys().len() as u64;
+        let hs: Vec<_> = (0..tasks)
+            .map(|i| {
+                ex.spawn((i % queues) as u8, async move {
+                    for _ in 0..iters {
+                        tourbillon::yield_now().await;
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        for h in hs {
+            h.await.unwrap();
+        }
+        start.elapsed()
+    })
+}
