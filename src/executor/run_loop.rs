@@ -167,7 +167,7 @@ impl Core {
         let (sched_timing, tell_polled) = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.runs += 1;
-            (qs.list[q].timing, !qs.list[q].sched.ignores_polled())
+            (qs.list[q].timing, !qs.list[q].sched.is_stateless())
         };
         if sched_timing || self.cfg.per_poll_timing || self.cheap_clock {
             self.run_queue_in::<true>(q, sched_timing, tell_polled)
@@ -534,7 +534,7 @@ impl Core {
         }
         // `RunnableFifo` keeps no per-task or per-group state: its
         // `polled`, `forget` and `group_ended` do nothing, and are skipped.
-        if !st.sched.ignores_polled() {
+        if !st.sched.is_stateless() {
             if polled {
                 st.sched.polled(id, group, elapsed, true);
             } else {

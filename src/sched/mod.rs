@@ -162,7 +162,7 @@ impl QueueScheduler {
     /// scheduler (`RunnableFifo`, which keeps no per-task or per-group
     /// state), so that the executor may skip the calls.
     #[inline]
-    pub(crate) fn ignores_polled(&self) -> bool {
+    pub(crate) fn is_stateless(&self) -> bool {
         matches!(self, QueueScheduler::Fifo(_))
     }
 
