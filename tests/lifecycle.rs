@@ -144,6 +144,51 @@ fn f1_fifo_self_wake_is_queued_once_behind_every_queued_task() {
     assert_eq!(ex.stats().polls, 5);
 }
 
+/// A run takes its FIFO queue's next tasks in batches: a task polled in the
+/// middle of a batch still sees the tasks behind it as runnable, and a run
+/// that ends mid-batch (its slice used up, a second queue waiting) leaves
+/// the rest to the queue's next run, in their order.
+#[test]
+fn f1_fifo_batches_are_counted_as_runnable_and_put_back_in_order() {
+    let clock = ManualClock::new();
+    let ex = Rc::new(
+        Builder::new()
+            .queue(Q::A, 1)
+            .queue(Q::B, 1)
+            .base_slice(Duration::from_millis(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let log = new_log();
+    for i in 0..40usize {
+        let (weak, seen, log, clock) =
+            (Rc::downgrade(&ex), seen.clone(), log.clone(), clock.clone());
+        let name: &'static str = Box::leak(format!("a{i}").into_boxed_str());
+        let task = async move {
+            let ex = weak.upgrade().unwrap();
+            let runnable = ex.queue_stats(Q::A).unwrap().runnable_tasks;
+            seen.borrow_mut().push(runnable);
+            log.borrow_mut().push(name);
+            if i == 5 {
+                // B becomes runnable and A's slice is used up: A's run
+                // ends after this poll, with a6.. still in its batch.
+                drop(ex.spawn(Q::B, logged(&log, "b")).unwrap());
+                clock.advance(Duration::from_millis(5));
+            }
+        };
+        drop(ex.spawn(Q::A, task).unwrap());
+    }
+    assert_eq!(ex.run_until_stalled(), 41);
+    // Each task saw the ones behind it in its queue: 39, 38, ..., 0.
+    assert_eq!(*seen.borrow(), (0..40).rev().collect::<Vec<usize>>());
+    let mut expect: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
+    expect.insert(6, "b".to_string());
+    assert_eq!(entries(&log), expect);
+    assert_eq!(ex.stats().live_tasks, 0);
+}
+
 #[test]
 fn f1_fifo_polls_woken_tasks_in_wake_order() {
     let ex = one_queue();

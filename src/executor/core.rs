@@ -293,7 +293,9 @@ impl Core {
 
     pub(crate) fn stats(&self) -> ExecutorStats {
         let qs = self.queues.borrow();
-        let queues = (0..qs.list.len()).map(|i| queue_stats(&qs, i)).collect();
+        let queues = (0..qs.list.len())
+            .map(|i| queue_stats(&qs, i, self.held(i)))
+            .collect();
         ExecutorStats {
             polls: self.counters.polls.get(),
             runs: self.counters.runs.get(),
@@ -307,7 +309,17 @@ impl Core {
     }
 
     pub(crate) fn queue_stats(&self, q: usize) -> QueueStats {
-        queue_stats(&self.queues.borrow(), q)
+        queue_stats(&self.queues.borrow(), q, self.held(q))
+    }
+
+    /// Runnable tasks of queue `q` that its run in progress took from the
+    /// scheduler and has not polled yet.
+    fn held(&self, q: usize) -> usize {
+        if self.run.queue.get() == Some(q) {
+            self.run.held.get()
+        } else {
+            0
+        }
     }
 
     /// Drops every task (futures and unread outputs) exactly once and
@@ -356,7 +368,7 @@ impl Core {
     }
 }
 
-fn queue_stats(qs: &Queues, i: usize) -> QueueStats {
+fn queue_stats(qs: &Queues, i: usize, held: usize) -> QueueStats {
     let st = &qs.list[i];
     let e = &qs.eevdf.ents[i];
     QueueStats {
@@ -370,7 +382,7 @@ fn queue_stats(qs: &Queues, i: usize) -> QueueStats {
         polls: st.counters.polls,
         runs: st.counters.runs,
         service: Duration::from_nanos(st.counters.service_ns),
-        runnable_tasks: st.sched.len(),
+        runnable_tasks: st.sched.len() + held,
         runnable: e.runnable,
         vruntime: e.v,
         deadline: e.d,

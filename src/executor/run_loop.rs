@@ -89,6 +89,78 @@ pub(crate) struct RunState {
     pub(crate) preempt_at: Cell<Option<u64>>,
     /// `should_yield` told the task to yield: end the run after this poll.
     pub(crate) end_requested: Cell<bool>,
+    /// Tasks the run took from its queue's scheduler and has not polled
+    /// yet ([`Held`]), for the queue's `runnable_tasks`.
+    pub(crate) held: Cell<usize>,
+}
+
+/// How many ids a run takes from a `RunnableFifo` per borrow of the queues.
+const HELD: usize = 32;
+
+/// The ids a run took from its queue's scheduler and has not polled yet
+/// ([`QueueScheduler::take_next`](crate::sched::QueueScheduler::take_next)):
+/// a batch from a `RunnableFifo`, one id from other schedulers. Those not
+/// polled go back in front when the run ends, or when a panic unwinds
+/// through the run loop.
+struct Held<'a> {
+    core: &'a Core,
+    q: usize,
+    ids: [TaskId; HELD],
+    pos: usize,
+    len: usize,
+}
+
+impl<'a> Held<'a> {
+    fn new(core: &'a Core, q: usize) -> Self {
+        Self {
+            core,
+            q,
+            ids: [TaskId::new(0, 0); HELD],
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    /// The next task to poll, if the queue has one.
+    #[inline(always)]
+    fn next(&mut self) -> Option<TaskId> {
+        if self.pos == self.len {
+            self.len = self.core.queues.borrow_mut().list[self.q]
+                .sched
+                .take_next(&mut self.ids);
+            self.pos = 0;
+            if self.len == 0 {
+                return None;
+            }
+        }
+        let id = self.ids[self.pos];
+        self.pos += 1;
+        self.core.run.held.set(self.len - self.pos);
+        Some(id)
+    }
+
+    /// Puts the ids not polled back in front of the queue.
+    fn put_back(&mut self) {
+        if self.pos == self.len {
+            return;
+        }
+        // Not borrowed at the run's end; while unwinding, a panic here
+        // would abort, so a borrow that fails (a bug) loses the ids rather
+        // than the process.
+        if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
+            qs.list[self.q]
+                .sched
+                .put_back(&self.ids[self.pos..self.len]);
+        }
+        self.pos = self.len;
+        self.core.run.held.set(0);
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.put_back();
+    }
 }
 
 impl Core {
@@ -222,9 +294,9 @@ impl Core {
         // scheduler's `len` says (a scheduler that breaks the contract must
         // not make the executor spin on an empty queue).
         let mut drained = false;
+        let mut held = Held::new(self, q);
         loop {
-            let next = self.queues.borrow_mut().list[q].sched.pop();
-            let Some(id) = next else {
+            let Some(id) = held.next() else {
                 drained = true;
                 break;
             };
@@ -314,6 +386,7 @@ impl Core {
                 break;
             }
         }
+        held.put_back();
         self.queues.borrow_mut().list[q].counters.polls += polls;
         self.counters.polls.set(self.counters.polls.get() + polls);
         let turn_over = self.end_run(q, drained);

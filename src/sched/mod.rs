@@ -232,6 +232,32 @@ impl QueueScheduler {
             }
         })
     }
+    /// Takes the next tasks to run into `buf`, in order, and returns how
+    /// many: a batch from a `RunnableFifo` (its order is fixed at push
+    /// time), one task from any other scheduler (whose choice may change
+    /// with every push).
+    #[inline]
+    pub(crate) fn take_next(&mut self, buf: &mut [TaskId]) -> usize {
+        match self {
+            QueueScheduler::Fifo(f) => f.take_front(buf),
+            _ => match self.pop() {
+                Some(id) => {
+                    buf[0] = id;
+                    1
+                }
+                None => 0,
+            },
+        }
+    }
+    /// Puts back, in front and in order, ids that
+    /// [`take_next`](Self::take_next) gave and that were not run (only a
+    /// `RunnableFifo` gives more than the one id that is run at once).
+    pub(crate) fn put_back(&mut self, ids: &[TaskId]) {
+        match self {
+            QueueScheduler::Fifo(f) => f.put_front(ids),
+            _ => assert!(ids.is_empty(), "only a RunnableFifo hands out batches"),
+        }
+    }
     pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
         dispatch!(self, s => s.forget(task, group))
     }
