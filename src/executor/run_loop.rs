@@ -295,6 +295,8 @@ impl Core {
         // not make the executor spin on an empty queue).
         let mut drained = false;
         let mut held = Held::new(self, q);
+        // The record of a task that ended (`poll_task`).
+        let mut done = None;
         loop {
             let Some(id) = held.next() else {
                 drained = true;
@@ -314,7 +316,7 @@ impl Core {
             };
             #[cfg(feature = "tracing")]
             let poll_span = tracing::trace_span!("poll", queue = q, task = %id).entered();
-            let polled = poll_task(&self.tasks, id, propagate, defer_yields);
+            let polled = poll_task(&self.tasks, id, propagate, defer_yields, &mut done);
             #[cfg(feature = "tracing")]
             drop(poll_span);
             if let Polled::Stale = polled {
@@ -374,8 +376,10 @@ impl Core {
                         self.tasks.borrow_mut().set_ready(id, end);
                     }
                 }
-                Polled::Done(done) => {
-                    panic = self.finish(id, done, sched_elapsed, true);
+                Polled::Done => {
+                    if let Some(done) = done.take() {
+                        panic = self.finish(id, done, sched_elapsed, true);
+                    }
                 }
                 Polled::Stale => unreachable!("handled above"),
             }
