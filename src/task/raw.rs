@@ -401,12 +401,21 @@ impl OwnedTask {
         // reference for them before the slab lets go. A count of 1 is the
         // slab's alone, and no one can add one without holding a reference.
         let header = self.header();
-        if header.refs.load(Ordering::Acquire) & REF_MASK != 1 {
-            // SAFETY: the slab's `Arc<Remote>` is alive while it drops its
-            // entries (`OwnedTask::new`'s contract), so the count is >= 1.
-            unsafe { Arc::increment_strong_count(header.remote.as_ptr() as *const Remote) };
-            header.set_remote_owned();
+        if header.refs.load(Ordering::Acquire) & REF_MASK == 1 {
+            // Ours alone (the common case): free the cell now. No waker
+            // holds it, so it has no counted `Remote` either (only this
+            // function, once per cell, gives it one).
+            let dealloc = header.vtable.dealloc;
+            // SAFETY: that was the last reference (the Acquire load pairs
+            // with the Release decrements of wakers that let go before);
+            // nobody else can reach the cell.
+            unsafe { dealloc(self.raw.ptr) };
+            return;
         }
+        // SAFETY: the slab's `Arc<Remote>` is alive while it drops its
+        // entries (`OwnedTask::new`'s contract), so the count is >= 1.
+        unsafe { Arc::increment_strong_count(header.remote.as_ptr() as *const Remote) };
+        header.set_remote_owned();
         // SAFETY: we own one reference and give it up here, once (`drop`
         // and `release_consumed` are exclusive).
         unsafe { release(self.raw.ptr) };
