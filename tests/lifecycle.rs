@@ -189,6 +189,70 @@ fn f1_fifo_batches_are_counted_as_runnable_and_put_back_in_order() {
     assert_eq!(ex.stats().live_tasks, 0);
 }
 
+/// A yielding task goes behind a task that another task wakes after it
+/// yielded (the run keeps its requeued tasks aside, and pushes them before
+/// any other push); with more yielding tasks than a run takes per batch
+/// (32), the round-robin order is still exact.
+#[test]
+fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
+    let ex = one_queue();
+    let log = new_log();
+    let parked: Rc<RefCell<Option<std::task::Waker>>> = Rc::default();
+    let (l, p) = (log.clone(), parked.clone());
+    let mut polled = false;
+    let w = ex
+        .spawn(
+            Q::A,
+            poll_fn(move |cx| {
+                if polled {
+                    l.borrow_mut().push("w");
+                    return Poll::Ready(());
+                }
+                polled = true;
+                *p.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }),
+        )
+        .unwrap();
+    let l = log.clone();
+    let a = ex
+        .spawn(Q::A, async move {
+            l.borrow_mut().push("a");
+            yield_now().await;
+            l.borrow_mut().push("a");
+        })
+        .unwrap();
+    let (l, p) = (log.clone(), parked.clone());
+    let b = ex
+        .spawn(Q::A, async move {
+            l.borrow_mut().push("b");
+            p.borrow_mut().take().unwrap().wake();
+        })
+        .unwrap();
+    assert_eq!(ex.run_until_stalled(), 5);
+    // `a` yielded before `b` woke `w`: `a` first.
+    assert_eq!(entries(&log), ["a", "b", "a", "w"]);
+    assert!(w.is_finished() && a.is_finished() && b.is_finished());
+
+    // 40 tasks yielding 3 times each: exact rounds, more than 32 per round.
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..40u32 {
+        let order = order.clone();
+        drop(
+            ex.spawn(Q::A, async move {
+                for _ in 0..3 {
+                    order.borrow_mut().push(i);
+                    yield_now().await;
+                }
+            })
+            .unwrap(),
+        );
+    }
+    assert_eq!(ex.run_until_stalled(), 160);
+    let expect: Vec<u32> = (0..3).flat_map(|_| 0..40).collect();
+    assert_eq!(*order.borrow(), expect);
+}
+
 #[test]
 fn f1_fifo_polls_woken_tasks_in_wake_order() {
     let ex = one_queue();

@@ -159,6 +159,7 @@ impl Core {
         };
         let activated = {
             let mut qs = self.queues.borrow_mut();
+            self.flush_tail(&mut qs);
             qs.list[q].counters.spawned += 1;
             qs.push(q, id, group)
         };
@@ -194,7 +195,12 @@ impl Core {
     /// Pushes a task that became runnable to its queue's scheduler.
     #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
-        if self.queues.borrow_mut().push(q, id, group) {
+        let activated = {
+            let mut qs = self.queues.borrow_mut();
+            self.flush_tail(&mut qs);
+            qs.push(q, id, group)
+        };
+        if activated {
             self.on_activation();
         }
     }
@@ -313,10 +319,10 @@ impl Core {
     }
 
     /// Runnable tasks of queue `q` that its run in progress took from the
-    /// scheduler and has not polled yet.
+    /// scheduler and has not polled yet, or requeued and not pushed yet.
     fn held(&self, q: usize) -> usize {
         if self.run.queue.get() == Some(q) {
-            self.run.held.get()
+            self.run.held.get() + self.run.tail.len()
         } else {
             0
         }

@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
+use crate::queue::Queues;
 use crate::stats::Stall;
 use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Finish;
@@ -92,6 +93,45 @@ pub(crate) struct RunState {
     /// Tasks the run took from its queue's scheduler and has not polled
     /// yet ([`Held`]), for the queue's `runnable_tasks`.
     pub(crate) held: Cell<usize>,
+    /// Tasks of the running `RunnableFifo` queue requeued by the run and
+    /// not yet pushed to the ring.
+    pub(crate) tail: Tail,
+}
+
+/// How many requeued tasks a run keeps: one per poll between two batches
+/// of [`Held`], which push them first.
+const TAIL: usize = HELD;
+
+/// Tasks of the running `RunnableFifo` queue that are runnable again after
+/// their poll (a yield, or a wake during the poll), kept here rather than
+/// pushed one by one (a borrow of the queues, a dispatch and a ring push per
+/// poll; PROFILING.md, "Findings"). They belong behind every task already
+/// queued, in order, so they are pushed to the ring before anything else
+/// is pushed to a queue ([`Core::flush_tail`]), before the run takes its
+/// next batch, and when the run ends or unwinds ([`Held`]).
+#[derive(Debug)]
+pub(crate) struct Tail {
+    ids: [Cell<TaskId>; TAIL],
+    len: Cell<usize>,
+    /// The queue they belong to.
+    queue: Cell<usize>,
+}
+
+impl Default for Tail {
+    fn default() -> Self {
+        Self {
+            ids: std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))),
+            len: Cell::new(0),
+            queue: Cell::new(0),
+        }
+    }
+}
+
+impl Tail {
+    /// Tasks kept.
+    pub(crate) fn len(&self) -> usize {
+        self.len.get()
+    }
 }
 
 /// How many ids a run takes from a `RunnableFifo` per borrow of the queues.
@@ -125,9 +165,10 @@ impl<'a> Held<'a> {
     #[inline(always)]
     fn next(&mut self) -> Option<TaskId> {
         if self.pos == self.len {
-            self.len = self.core.queues.borrow_mut().list[self.q]
-                .sched
-                .take_next(&mut self.ids);
+            let mut qs = self.core.queues.borrow_mut();
+            self.core.flush_tail(&mut qs);
+            self.len = qs.list[self.q].sched.take_next(&mut self.ids);
+            drop(qs);
             self.pos = 0;
             if self.len == 0 {
                 return None;
@@ -139,15 +180,17 @@ impl<'a> Held<'a> {
         Some(id)
     }
 
-    /// Puts the ids not polled back in front of the queue.
+    /// Puts the ids not polled back in front of the queue, and the
+    /// requeued ones ([`Tail`]) behind.
     fn put_back(&mut self) {
-        if self.pos == self.len {
+        if self.pos == self.len && self.core.run.tail.len() == 0 {
             return;
         }
         // Not borrowed at the run's end; while unwinding, a panic here
         // would abort, so a borrow that fails (a bug) loses the ids rather
         // than the process.
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
+            self.core.flush_tail(&mut qs);
             qs.list[self.q]
                 .sched
                 .put_back(&self.ids[self.pos..self.len]);
@@ -164,6 +207,42 @@ impl Drop for Held<'_> {
 }
 
 impl Core {
+    /// Pushes the run's requeued tasks ([`Tail`]) to their ring: before any
+    /// other push to a queue, so that they keep their place.
+    #[inline(always)]
+    pub(crate) fn flush_tail(&self, qs: &mut Queues) {
+        if self.run.tail.len() != 0 {
+            self.flush_tail_now(qs);
+        }
+    }
+
+    fn flush_tail_now(&self, qs: &mut Queues) {
+        let tail = &self.run.tail;
+        let mut ids = [TaskId::new(0, 0); TAIL];
+        let n = tail.len.replace(0);
+        for (slot, cell) in ids.iter_mut().zip(&tail.ids[..n]) {
+            *slot = cell.get();
+        }
+        qs.list[tail.queue.get()].sched.append(&ids[..n]);
+    }
+
+    /// Requeues task `id` of the running `RunnableFifo` queue `q`.
+    #[inline(always)]
+    fn requeue_fifo(&self, q: usize, id: TaskId) {
+        let tail = &self.run.tail;
+        let mut n = tail.len.get();
+        if n == TAIL {
+            // Not reached: a poll per held task, and `Held` pushes the tail
+            // before it takes a new batch. Kept so that a change there
+            // cannot lose tasks.
+            self.flush_tail(&mut self.queues.borrow_mut());
+            n = 0;
+        }
+        tail.ids[n].set(id);
+        tail.len.set(n + 1);
+        tail.queue.set(q);
+    }
+
     /// One driver turn.
     pub(crate) fn run_turn(&self) -> Turn {
         self.release_deferred();
@@ -346,6 +425,13 @@ impl Core {
             }
             let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
             match polled {
+                Polled::Pending { next, .. }
+                    if !tell_polled && next == Next::Requeue && !(observe && self.cfg.latency) =>
+                {
+                    // A `RunnableFifo` (no `polled` to call; no ready stamp
+                    // to record): behind the queued tasks, through the tail.
+                    self.requeue_fifo(q, id);
+                }
                 Polled::Pending { keyed, next } => {
                     // The contract: `polled` after every poll, then the
                     // push of a task runnable again, in one dispatch. The

@@ -258,6 +258,18 @@ impl QueueScheduler {
             _ => assert!(ids.is_empty(), "only a RunnableFifo hands out batches"),
         }
     }
+    /// Pushes `ids`, in order, to a `RunnableFifo` (the run loop's
+    /// requeued tasks; a FIFO ignores groups).
+    pub(crate) fn append(&mut self, ids: &[TaskId]) {
+        match self {
+            QueueScheduler::Fifo(f) => {
+                for &id in ids {
+                    f.push(id, GroupId::task(id.index()));
+                }
+            }
+            _ => assert!(ids.is_empty(), "only a RunnableFifo takes a batch"),
+        }
+    }
     pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
         dispatch!(self, s => s.forget(task, group))
     }
