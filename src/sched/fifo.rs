@@ -6,6 +6,8 @@
 //! the `VecDeque` it replaced: 9 instructions fewer per task of the headline
 //! workload (callgrind; PROFILING.md, "Findings", `a020341`).
 
+use std::cell::Cell;
+
 use super::Scheduler;
 use crate::task::id::{GroupId, TaskId};
 
@@ -51,16 +53,28 @@ impl RunnableFifo {
     /// go behind), so the run loop takes a batch per borrow of the queues
     /// instead of one id (PROFILING.md, "Findings").
     #[inline]
-    pub(crate) fn take_front(&mut self, buf: &mut [TaskId]) -> usize {
+    pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
         let n = self.len.min(buf.len());
         if n == 0 {
             return 0;
         }
         let cap = self.slots.len();
         let start = self.head & (cap - 1);
+        if n == 1 {
+            // One runnable task (a ping-pong): no loops.
+            buf[0].set(self.slots[start]);
+            self.head = self.head.wrapping_add(1);
+            self.len -= 1;
+            return 1;
+        }
         let first = n.min(cap - start);
-        buf[..first].copy_from_slice(&self.slots[start..start + first]);
-        buf[first..n].copy_from_slice(&self.slots[..n - first]);
+        let (a, b) = buf[..n].split_at(first);
+        for (dst, src) in a.iter().zip(&self.slots[start..]) {
+            dst.set(*src);
+        }
+        for (dst, src) in b.iter().zip(&self.slots) {
+            dst.set(*src);
+        }
         self.head = self.head.wrapping_add(n);
         self.len -= n;
         n
@@ -68,14 +82,14 @@ impl RunnableFifo {
 
     /// Puts `ids` back in front, in order: undoes a
     /// [`take_front`](Self::take_front) of ids that were not run.
-    pub(crate) fn put_front(&mut self, ids: &[TaskId]) {
+    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
         while self.len + ids.len() > self.slots.len() {
             self.grow();
         }
         let mask = self.slots.len() - 1;
         self.head = self.head.wrapping_sub(ids.len());
-        for (i, &id) in ids.iter().enumerate() {
-            self.slots[(self.head.wrapping_add(i)) & mask] = id;
+        for (i, id) in ids.iter().enumerate() {
+            self.slots[(self.head.wrapping_add(i)) & mask] = id.get();
         }
         self.len += ids.len();
     }
@@ -159,22 +173,22 @@ mod tests {
         let g = GroupId::task(0);
         let mut model = std::collections::VecDeque::new();
         let mut next = 0u32;
-        let mut buf = [TaskId::new(0, 0); 7];
+        let buf: [Cell<TaskId>; 7] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
         for round in 0..300u32 {
             for _ in 0..(round % 9 + 1) {
                 f.push(TaskId::new(next, 0), g);
                 model.push_back(next);
                 next += 1;
             }
-            let n = f.take_front(&mut buf[..(round as usize % 7) + 1]);
-            let taken: Vec<u32> = buf[..n].iter().map(|t| t.index()).collect();
+            let n = f.take_front(&buf[..(round as usize % 7) + 1]);
+            let taken: Vec<u32> = buf[..n].iter().map(|t| t.get().index()).collect();
             let expect: Vec<u32> = model.drain(..n).collect();
             assert_eq!(taken, expect);
             // Give back a suffix of what was taken, as an ended run does.
             let keep = round as usize % (n + 1);
             f.put_front(&buf[keep..n]);
-            for &t in buf[keep..n].iter().rev() {
-                model.push_front(t.index());
+            for t in buf[keep..n].iter().rev() {
+                model.push_front(t.get().index());
             }
             assert_eq!(f.len(), model.len());
         }

@@ -15,6 +15,7 @@ pub(crate) mod fifo;
 pub(crate) mod las;
 
 use std::any::Any;
+use std::cell::Cell;
 use std::time::Duration;
 
 use crate::task::id::{GroupId, TaskId};
@@ -237,12 +238,12 @@ impl QueueScheduler {
     /// time), one task from any other scheduler (whose choice may change
     /// with every push).
     #[inline]
-    pub(crate) fn take_next(&mut self, buf: &mut [TaskId]) -> usize {
+    pub(crate) fn take_next(&mut self, buf: &[Cell<TaskId>]) -> usize {
         match self {
             QueueScheduler::Fifo(f) => f.take_front(buf),
             _ => match self.pop() {
                 Some(id) => {
-                    buf[0] = id;
+                    buf[0].set(id);
                     1
                 }
                 None => 0,
@@ -252,7 +253,7 @@ impl QueueScheduler {
     /// Puts back, in front and in order, ids that
     /// [`take_next`](Self::take_next) gave and that were not run (only a
     /// `RunnableFifo` gives more than the one id that is run at once).
-    pub(crate) fn put_back(&mut self, ids: &[TaskId]) {
+    pub(crate) fn put_back(&mut self, ids: &[Cell<TaskId>]) {
         match self {
             QueueScheduler::Fifo(f) => f.put_front(ids),
             _ => assert!(ids.is_empty(), "only a RunnableFifo hands out batches"),
