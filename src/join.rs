@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 use crate::error::JoinError;
 use crate::executor::core::Core;
 use crate::task::id::TaskId;
+use crate::task::slab::OutputId;
 
 /// An owned permission to await a task's output, as in tokio.
 ///
@@ -35,19 +36,15 @@ use crate::task::id::TaskId;
 #[must_use = "dropping a JoinHandle detaches the task: it keeps running; use `.abort()` to cancel it"]
 pub struct JoinHandle<T> {
     core: Rc<Core>,
-    /// The task's id; once the result was read, with [`READ`] set in its
-    /// index (indexes stay below 2^31), so that `drop` skips the slab.
-    id: TaskId,
+    /// The task's id, the proof that its output is `T`; marked read once
+    /// the result was read ([`OutputId::mark_read`]), so that `drop` skips
+    /// the slab.
+    id: OutputId<T>,
     _output: PhantomData<T>,
 }
 
-/// Marks the id of a handle whose result was read: its task's entry is gone,
-/// so dropping the handle skips the slab (callgrind: 15 instructions per
-/// awaited task).
-const READ: u32 = 1 << 31;
-
 impl<T: 'static> JoinHandle<T> {
-    pub(crate) fn new(core: Rc<Core>, id: TaskId) -> Self {
+    pub(crate) fn new(core: Rc<Core>, id: OutputId<T>) -> Self {
         Self {
             core,
             id,
@@ -71,7 +68,7 @@ impl<T: 'static> JoinHandle<T> {
 
     /// The task's id.
     pub fn id(&self) -> TaskId {
-        TaskId::new(self.id.index() & !READ, self.id.generation())
+        self.id.id()
     }
 }
 
@@ -81,16 +78,12 @@ impl<T: 'static> Future for JoinHandle<T> {
     /// Polled again after it returned `Ready`, it returns
     /// `Ready(Err(JoinError::Cancelled))`: the output was already taken.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (poll, entry) = self
-            .core
-            .tasks
-            .borrow_mut()
-            .join_poll::<T>(self.id(), cx.waker());
+        let (poll, entry) = self.core.tasks.borrow_mut().join_poll(self.id, cx.waker());
         if let Some(entry) = entry {
             // The result was moved out: frees the cell.
             entry.release_consumed();
             let this = self.get_mut();
-            this.id = TaskId::new(this.id.index() | READ, this.id.generation());
+            this.id = this.id.mark_read();
         }
         poll
     }
@@ -101,11 +94,11 @@ impl<T> Unpin for JoinHandle<T> {}
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        if self.id.index() & READ != 0 {
+        if self.id.is_read() {
             return;
         }
         let entry = match self.core.tasks.try_borrow_mut() {
-            Ok(mut tasks) => tasks.join_drop(self.id),
+            Ok(mut tasks) => tasks.join_drop(self.id.id()),
             Err(_) => None,
         };
         // Dropped outside the borrow: this drops an unread output.
@@ -115,7 +108,8 @@ impl<T> Drop for JoinHandle<T> {
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let id = TaskId::new(self.id.index() & !READ, self.id.generation());
-        f.debug_struct("JoinHandle").field("id", &id).finish()
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id.id())
+            .finish()
     }
 }

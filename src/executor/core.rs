@@ -24,7 +24,7 @@ use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Header;
-use crate::task::slab::TaskSlab;
+use crate::task::slab::{OutputId, TaskSlab};
 use crate::task::state::TransitionToScheduled;
 
 #[derive(Default)]
@@ -137,7 +137,7 @@ impl Core {
         group: Option<u64>,
         name: Option<Rc<str>>,
         future: F,
-    ) -> Result<TaskId, SpawnError>
+    ) -> Result<OutputId<F::Output>, SpawnError>
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -146,17 +146,19 @@ impl Core {
             return Err(SpawnError::Shutdown);
         }
         let group = group.map(|key| self.groups.borrow_mut().join(key));
-        let (id, group) = {
+        let (oid, group) = {
             let mut tasks = self.tasks.borrow_mut();
-            let (id, group) = tasks.insert(future, q, group);
+            let (oid, group) = tasks.insert(future, q, group);
+            let id = oid.id();
             if let Some(name) = name {
                 tasks.set_name(id, name);
             }
             if self.cfg.latency {
                 tasks.set_ready(id, self.clock.now_ns());
             }
-            (id, group)
+            (oid, group)
         };
+        let id = oid.id();
         let activated = {
             let mut qs = self.queues.borrow_mut();
             self.flush_tail(&mut qs);
@@ -166,7 +168,7 @@ impl Core {
         if activated {
             self.on_activation();
         }
-        Ok(id)
+        Ok(oid)
     }
 
     /// Spawns onto the queue of the running task (queue 0 from the main

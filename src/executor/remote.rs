@@ -31,7 +31,6 @@ use crate::error::{JoinError, SpawnError};
 use crate::queue::{KeyMap, QueueKey};
 use crate::sync::{Mutex, MutexGuard};
 use crate::task::id::TaskId;
-use crate::task::slab::deliverer;
 
 /// The id reported by a [`JoinError`] of a remote task that was never
 /// spawned (aborted, or the executor shut down, before it took the task).
@@ -259,12 +258,13 @@ fn spawn_on_executor<F>(
     if !slot.may_start() {
         return; // aborted before it started: `sender` drops -> Cancelled
     }
-    let Ok(id) = core.spawn_raw(q, group, None, future) else {
+    let Ok(oid) = core.spawn_raw(q, group, None, future) else {
         return; // shut down: `sender` drops -> Cancelled
     };
     core.tasks
         .borrow_mut()
-        .set_deliver(id, deliverer(move |result| sender.send(result)));
+        .set_deliver(oid, move |result| sender.send(result));
+    let id = oid.id();
     if slot.started(id) {
         // `abort()` came after the check above but before the id was known.
         core.abort(id);

@@ -465,19 +465,19 @@ impl RawTask {
     ///
     /// # Safety
     /// On the executor thread, the cell alive, no other stage operation in
-    /// progress, the stage finished (`Finished`, `Cancelled` or `Panicked`).
-    ///
-    /// # Panics
-    /// If `T` is not the task's output type (a bug in the crate).
+    /// progress, the stage finished (`Finished`, `Cancelled` or `Panicked`),
+    /// and `T` the task's output type (the caller holds the task's
+    /// `OutputId<T>`, which only the slab's `insert` of the future makes;
+    /// debug builds check it).
     pub(crate) unsafe fn read_output<T: 'static>(self, out: &mut Poll<Result<T, JoinError>>) {
         let vtable = self.header().vtable;
-        assert_eq!(
+        debug_assert_eq!(
             (vtable.output_type)(),
             TypeId::of::<T>(),
             "tourbillon bug: join handle type does not match its task"
         );
         // SAFETY: `out` points to a `Poll<Result<T, JoinError>>` with `T` the
-        // output type (checked above); the rest is this function's contract.
+        // output type; the rest is this function's contract.
         unsafe { (vtable.read_output)(self.ptr, out as *mut _ as *mut ()) }
     }
 

@@ -19,6 +19,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -156,21 +157,68 @@ impl Completion {
     }
 }
 
+/// The id of a task whose output is `T`. Only [`TaskSlab::insert`] makes
+/// one, from the future it stores, so whoever holds it may read that task's
+/// result as a `T`: the proof that [`RawTask::read_output`] asks for,
+/// checked by the compiler instead of by a `TypeId` comparison per join
+/// (an indirect call; callgrind, PROFILING.md "Findings").
+pub(crate) struct OutputId<T> {
+    id: TaskId,
+    _output: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for OutputId<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for OutputId<T> {}
+
+/// Set in the index of an [`OutputId`] whose result was read: an index of
+/// 2^31 or more designates no task (`insert` keeps indexes below), so the
+/// marked id can only miss.
+const READ: u32 = 1 << 31;
+
+impl<T> OutputId<T> {
+    /// The task's id.
+    pub(crate) fn id(self) -> TaskId {
+        TaskId::new(self.id.index() & !READ, self.id.generation())
+    }
+
+    /// This id, marked as read (see [`is_read`](Self::is_read)).
+    pub(crate) fn mark_read(self) -> Self {
+        Self {
+            id: TaskId::new(self.id.index() | READ, self.id.generation()),
+            _output: PhantomData,
+        }
+    }
+
+    /// Whether [`mark_read`](Self::mark_read) made this id.
+    pub(crate) fn is_read(self) -> bool {
+        self.id.index() & READ != 0
+    }
+}
+
 /// Hands a remotely spawned task's result to its remote join handle: called
 /// with the completed task (its result still in the cell), or dropped
 /// uncalled when the task is dropped unfinished (the handle then reads
 /// `Cancelled`).
 pub(crate) type Deliver = Box<dyn FnOnce(RawTask)>;
 
-/// A [`Deliver`] for a task whose output is `T`, passing the result to
-/// `send`.
-pub(crate) fn deliverer<T: 'static>(send: impl FnOnce(Result<T, JoinError>) + 'static) -> Deliver {
+/// A [`Deliver`] for the task `_id` (whose output is `T`), passing the
+/// result to `send`; [`TaskSlab::set_deliver`] attaches it to that task.
+fn deliverer<T: 'static>(
+    _id: OutputId<T>,
+    send: impl FnOnce(Result<T, JoinError>) + 'static,
+) -> Deliver {
     Box::new(move |raw: RawTask| {
         let mut out = Poll::Pending;
         // SAFETY: `Completion::settle` calls this with the removed entry
         // alive (it owns a reference to the cell), the task COMPLETE and not
         // RUNNING (its stage holds the result), on the executor thread; the
-        // output type is `T`, checked inside.
+        // task is the one of the `OutputId<T>` this was made from
+        // (`set_deliver`), so its output type is `T`.
         unsafe { raw.read_output::<T>(&mut out) };
         if let Poll::Ready(result) = out {
             send(result);
@@ -205,7 +253,7 @@ impl TaskSlab {
         future: F,
         queue: usize,
         group: Option<GroupId>,
-    ) -> (TaskId, GroupId)
+    ) -> (OutputId<F::Output>, GroupId)
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -237,12 +285,22 @@ impl TaskSlab {
         // `entries`, before `_remote`.
         let task = unsafe { OwnedTask::new(future, id, self.remote_ptr, queue as u16, keyed) };
         slot.insert(TaskEntry { task, generation });
+        let id = OutputId {
+            id,
+            _output: PhantomData,
+        };
         (id, group)
     }
 
     /// Makes live task `id` a remotely joined one: no local join handle;
-    /// its result goes to `deliver` when it completes.
-    pub(crate) fn set_deliver(&mut self, id: TaskId, deliver: Deliver) {
+    /// its result goes to `send` when it completes.
+    pub(crate) fn set_deliver<T: 'static>(
+        &mut self,
+        oid: OutputId<T>,
+        send: impl FnOnce(Result<T, JoinError>) + 'static,
+    ) {
+        let deliver = deliverer(oid, send);
+        let id = oid.id();
         let Some(e) = self.get(id) else {
             return;
         };
@@ -375,9 +433,10 @@ impl TaskSlab {
     /// the caller releases it), else registers `waker`.
     pub(crate) fn join_poll<T: 'static>(
         &mut self,
-        id: TaskId,
+        oid: OutputId<T>,
         waker: &Waker,
     ) -> (Poll<Result<T, JoinError>>, Option<TaskEntry>) {
+        let id = oid.id();
         let Some(e) = self.get(id) else {
             // Gone: the executor shut down and dropped it.
             return (Poll::Ready(Err(JoinError::cancelled(id))), None);
@@ -390,8 +449,8 @@ impl TaskSlab {
         let mut out = Poll::Pending;
         // SAFETY: the entry holds a reference (cell alive); COMPLETE and not
         // RUNNING: no poll or cancel is in progress and the stage holds the
-        // result; we are on the executor thread (`TaskSlab` is `!Send`); `T`
-        // is checked against the task's output type inside.
+        // result; we are on the executor thread (`TaskSlab` is `!Send`); the
+        // `OutputId<T>` of this task says its output type is `T`.
         unsafe { e.task.raw().read_output(&mut out) };
         let entry = self.remove(id);
         (out, Some(entry))
@@ -642,6 +701,7 @@ mod tests {
     fn generations_tell_reused_slots_apart() {
         let mut s = TaskSlab::new(Arc::new(Remote::default()));
         let (a, _) = s.insert(async {}, 0, None);
+        let a = a.id();
         let e = s.join_drop(a);
         assert!(e.is_none());
         // Complete it by hand through the harness.
@@ -652,6 +712,7 @@ mod tests {
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
         let (b, _) = s.insert(async {}, 0, None);
+        let b = b.id();
         assert_eq!(a.index(), b.index());
         assert_ne!(a, b);
         assert!(s.get(a).is_none());
