@@ -367,6 +367,7 @@ mod loom_tests {
                 0,
                 None,
             );
+            let id = id.id();
             let waker = slab.waker_clone(id);
             let t = thread::spawn(move || {
                 waker.wake_by_ref();
