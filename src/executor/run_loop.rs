@@ -233,12 +233,8 @@ impl Core {
 
     fn flush_tail_now(&self, qs: &mut Queues) {
         let tail = &self.run.tail;
-        let mut ids = [TaskId::new(0, 0); TAIL];
         let n = tail.len.replace(0);
-        for (slot, cell) in ids.iter_mut().zip(&tail.ids[..n]) {
-            *slot = cell.get();
-        }
-        qs.list[tail.queue.get()].sched.append(&ids[..n]);
+        qs.list[tail.queue.get()].sched.append(&tail.ids[..n]);
     }
 
     /// Requeues task `id` of the running `RunnableFifo` queue `q`.

@@ -80,6 +80,25 @@ impl RunnableFifo {
         n
     }
 
+    /// Pushes `ids` behind the held ones, in order: one capacity check for
+    /// the batch.
+    #[inline]
+    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>]) {
+        while self.len + ids.len() > self.slots.len() {
+            self.grow();
+        }
+        let cap = self.slots.len();
+        let start = self.head.wrapping_add(self.len) & (cap - 1);
+        let (a, b) = ids.split_at(ids.len().min(cap - start));
+        for (dst, src) in self.slots[start..].iter_mut().zip(a) {
+            *dst = src.get();
+        }
+        for (dst, src) in self.slots.iter_mut().zip(b) {
+            *dst = src.get();
+        }
+        self.len += ids.len();
+    }
+
     /// Puts `ids` back in front, in order: undoes a
     /// [`take_front`](Self::take_front) of ids that were not run.
     pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {

@@ -261,13 +261,10 @@ impl QueueScheduler {
     }
     /// Pushes `ids`, in order, to a `RunnableFifo` (the run loop's
     /// requeued tasks; a FIFO ignores groups).
-    pub(crate) fn append(&mut self, ids: &[TaskId]) {
+    #[inline]
+    pub(crate) fn append(&mut self, ids: &[Cell<TaskId>]) {
         match self {
-            QueueScheduler::Fifo(f) => {
-                for &id in ids {
-                    f.push(id, GroupId::task(id.index()));
-                }
-            }
+            QueueScheduler::Fifo(f) => f.push_back_all(ids),
             _ => assert!(ids.is_empty(), "only a RunnableFifo takes a batch"),
         }
     }
