@@ -4,6 +4,7 @@
 //! The executor: its public handle ([`Executor`]), the run loop, the EEVDF
 //! pick, the clock, the inbox for foreign wakes, and the drivers.
 
+pub(crate) mod batch;
 pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod core;

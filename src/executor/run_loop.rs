@@ -33,9 +33,9 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::batch::{Batch, Held, Tail};
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
-use crate::queue::Queues;
 use crate::stats::Stall;
 use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Finish;
@@ -96,164 +96,13 @@ pub(crate) struct RunState {
     /// The batch [`Held`] takes ids into: here rather than in `Held`, so
     /// that a run neither initialises nor moves it (a run of one poll, as
     /// in a ping-pong, paid 90 instructions for that; callgrind).
-    batch: Batch,
+    pub(crate) batch: Batch,
     /// Tasks of the running `RunnableFifo` queue requeued by the run and
     /// not yet pushed to the ring.
     pub(crate) tail: Tail,
 }
 
-/// How many requeued tasks a run keeps: one per poll between two batches
-/// of [`Held`], which push them first.
-const TAIL: usize = HELD;
-
-/// Tasks of the running `RunnableFifo` queue that are runnable again after
-/// their poll (a yield, or a wake during the poll), kept here rather than
-/// pushed one by one (a borrow of the queues, a dispatch and a ring push per
-/// poll; PROFILING.md, "Findings"). They belong behind every task already
-/// queued, in order, so they are pushed to the ring before anything else
-/// is pushed to a queue ([`Core::flush_tail`]), before the run takes its
-/// next batch, and when the run ends or unwinds ([`Held`]).
-#[derive(Debug)]
-pub(crate) struct Tail {
-    ids: [Cell<TaskId>; TAIL],
-    len: Cell<usize>,
-    /// The queue they belong to.
-    queue: Cell<usize>,
-}
-
-/// Task ids in `Cell`s, written and read without a borrow.
-#[derive(Debug)]
-struct Batch([Cell<TaskId>; HELD]);
-
-impl Default for Batch {
-    fn default() -> Self {
-        Self(std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))))
-    }
-}
-
-impl Default for Tail {
-    fn default() -> Self {
-        Self {
-            ids: std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))),
-            len: Cell::new(0),
-            queue: Cell::new(0),
-        }
-    }
-}
-
-impl Tail {
-    /// Tasks kept.
-    pub(crate) fn len(&self) -> usize {
-        self.len.get()
-    }
-}
-
-/// How many ids a run takes from a `RunnableFifo` per borrow of the queues.
-const HELD: usize = 32;
-
-/// The ids a run took from its queue's scheduler and has not polled yet
-/// ([`QueueScheduler::take_next`](crate::sched::QueueScheduler::take_next)):
-/// a batch from a `RunnableFifo`, one id from other schedulers. Those not
-/// polled go back in front when the run ends, or when a panic unwinds
-/// through the run loop.
-struct Held<'a> {
-    core: &'a Core,
-    q: usize,
-    /// `core.run.batch`: ids from `pos` to `len` are held.
-    ids: &'a [Cell<TaskId>; HELD],
-    pos: usize,
-    len: usize,
-}
-
-impl<'a> Held<'a> {
-    fn new(core: &'a Core, q: usize) -> Self {
-        Self {
-            core,
-            q,
-            ids: &core.run.batch.0,
-            pos: 0,
-            len: 0,
-        }
-    }
-
-    /// The next task to poll, if the queue has one.
-    #[inline(always)]
-    fn next(&mut self) -> Option<TaskId> {
-        if self.pos == self.len {
-            let mut qs = self.core.queues.borrow_mut();
-            self.core.flush_tail(&mut qs);
-            self.len = qs.list[self.q].sched.take_next(self.ids);
-            drop(qs);
-            self.pos = 0;
-            if self.len == 0 {
-                return None;
-            }
-        }
-        let id = self.ids[self.pos].get();
-        self.pos += 1;
-        self.core.run.held.set(self.len - self.pos);
-        Some(id)
-    }
-
-    /// Puts the ids not polled back in front of the queue, and the
-    /// requeued ones ([`Tail`]) behind.
-    fn put_back(&mut self) {
-        if self.pos == self.len && self.core.run.tail.len() == 0 {
-            return;
-        }
-        // Not borrowed at the run's end; while unwinding, a panic here
-        // would abort, so a borrow that fails (a bug) loses the ids rather
-        // than the process.
-        if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
-            self.core.flush_tail(&mut qs);
-            qs.list[self.q]
-                .sched
-                .put_back(&self.ids[self.pos..self.len]);
-        }
-        self.pos = self.len;
-        self.core.run.held.set(0);
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.put_back();
-    }
-}
-
 impl Core {
-    /// Pushes the run's requeued tasks ([`Tail`]) to their ring: before any
-    /// other push to a queue, so that they keep their place.
-    #[inline(always)]
-    pub(crate) fn flush_tail(&self, qs: &mut Queues) {
-        if self.run.tail.len() != 0 {
-            self.flush_tail_now(qs);
-        }
-    }
-
-    fn flush_tail_now(&self, qs: &mut Queues) {
-        let tail = &self.run.tail;
-        let n = tail.len.replace(0);
-        qs.list[tail.queue.get()].sched.append(&tail.ids[..n]);
-    }
-
-    /// Requeues task `id` of the running `RunnableFifo` queue `q`.
-    #[inline(always)]
-    fn requeue_fifo(&self, q: usize, id: TaskId) {
-        let tail = &self.run.tail;
-        let mut n = tail.len.get();
-        if n == TAIL {
-            // Not reached: a poll per held task, and `Held` pushes the tail
-            // before it takes a new batch. Kept so that a change there
-            // cannot lose tasks.
-            self.flush_tail(&mut self.queues.borrow_mut());
-            n = 0;
-        }
-        tail.ids[n].set(id);
-        tail.len.set(n + 1);
-        tail.queue.set(q);
-    }
-
     /// One driver turn.
     pub(crate) fn run_turn(&self) -> Turn {
         self.release_deferred();
