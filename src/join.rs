@@ -58,12 +58,16 @@ impl<T: 'static> JoinHandle<T> {
     /// task that completed first keeps its output: awaiting the handle then
     /// gives `Ok`. Aborting a finished task does nothing.
     pub fn abort(&self) {
-        self.core.abort(self.id());
+        // A handle that read the result has no task left to abort (and its
+        // slot may hold another task by now).
+        if !self.id.is_read() {
+            self.core.abort(self.id());
+        }
     }
 
     /// Whether the task has ended (completed, panicked or cancelled).
     pub fn is_finished(&self) -> bool {
-        self.core.tasks.borrow().is_finished(self.id())
+        self.id.is_read() || self.core.tasks.borrow().is_finished(self.id())
     }
 
     /// The task's id.

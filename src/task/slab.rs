@@ -162,6 +162,13 @@ impl Completion {
 /// result as a `T`: the proof that [`RawTask::read_output`] asks for,
 /// checked by the compiler instead of by a `TypeId` comparison per join
 /// (an indirect call; callgrind, PROFILING.md "Findings").
+///
+/// It stays a proof because the slot it names holds its task for as long as
+/// it can be looked up: the entry of a task with a join handle leaves the
+/// slab only when the handle reads the result (which marks the id read, and
+/// [`TaskSlab::join_poll`] never looks a read id up again), when the handle
+/// is dropped, or at shutdown (after which nothing is spawned). A slot
+/// reused 2^32 times while an old id is held can therefore not alias it.
 pub(crate) struct OutputId<T> {
     id: TaskId,
     _output: PhantomData<fn() -> T>,
@@ -437,8 +444,11 @@ impl TaskSlab {
         waker: &Waker,
     ) -> (Poll<Result<T, JoinError>>, Option<TaskEntry>) {
         let id = oid.id();
-        let Some(e) = self.get(id) else {
-            // Gone: the executor shut down and dropped it.
+        // A read id is never looked up again: its slot may hold another
+        // task by now (see `OutputId`).
+        let e = if oid.is_read() { None } else { self.get(id) };
+        let Some(e) = e else {
+            // Read already, or gone: the executor shut down and dropped it.
             return (Poll::Ready(Err(JoinError::cancelled(id))), None);
         };
         let st = e.state();
