@@ -216,4 +216,32 @@ mod tests {
         }
         assert!(model.is_empty());
     }
+
+    #[test]
+    fn push_back_all_keeps_order_across_wrap_and_growth() {
+        let mut f = RunnableFifo::new();
+        let mut model = std::collections::VecDeque::new();
+        let mut next = 0u32;
+        let buf: [Cell<TaskId>; 11] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
+        for round in 0..300usize {
+            // A batch of 1 to 11 ids behind the queued ones (wrapping the
+            // ring, and growing it when it is full) ...
+            let n = round % 11 + 1;
+            for slot in &buf[..n] {
+                slot.set(TaskId::new(next, 0));
+                model.push_back(next);
+                next += 1;
+            }
+            f.push_back_all(&buf[..n]);
+            // ... and fewer pops, so that the ring fills up over the rounds.
+            for _ in 0..(round % 7) {
+                assert_eq!(f.pop().map(|t| t.index()), model.pop_front());
+            }
+            assert_eq!(f.len(), model.len());
+        }
+        while let Some(t) = f.pop() {
+            assert_eq!(Some(t.index()), model.pop_front());
+        }
+        assert!(model.is_empty());
+    }
 }
