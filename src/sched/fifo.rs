@@ -19,7 +19,9 @@ use crate::task::id::{GroupId, TaskId};
 pub struct RunnableFifo {
     /// The ring; its length is zero or a power of two (its capacity).
     slots: Vec<TaskId>,
-    /// Position of the oldest id (any value: taken modulo the capacity).
+    /// Position of the oldest id (any value: taken modulo the capacity, so
+    /// every sum with it wraps; `put_front` after a `grow` takes it below
+    /// zero).
     head: usize,
     /// Number of ids held.
     len: usize,
@@ -41,7 +43,7 @@ impl RunnableFifo {
         let mut slots = Vec::with_capacity(new_cap);
         if cap > 0 {
             let mask = cap - 1;
-            slots.extend((0..self.len).map(|i| self.slots[(self.head + i) & mask]));
+            slots.extend((0..self.len).map(|i| self.slots[self.head.wrapping_add(i) & mask]));
         }
         slots.resize(new_cap, TaskId::new(0, 0));
         self.slots = slots;
@@ -108,7 +110,7 @@ impl RunnableFifo {
         let mask = self.slots.len() - 1;
         self.head = self.head.wrapping_sub(ids.len());
         for (i, id) in ids.iter().enumerate() {
-            self.slots[(self.head.wrapping_add(i)) & mask] = id.get();
+            self.slots[self.head.wrapping_add(i) & mask] = id.get();
         }
         self.len += ids.len();
     }
@@ -121,7 +123,7 @@ impl Scheduler for RunnableFifo {
             self.grow();
         }
         let mask = self.slots.len() - 1;
-        self.slots[(self.head + self.len) & mask] = task;
+        self.slots[self.head.wrapping_add(self.len) & mask] = task;
         self.len += 1;
     }
 
@@ -215,6 +217,49 @@ mod tests {
             assert_eq!(Some(t.index()), model.pop_front());
         }
         assert!(model.is_empty());
+    }
+
+    /// A run gives back ids after the ring grew under it (its tasks woke
+    /// others): `head` goes below zero and wraps, which every position
+    /// computed from it must survive (found by the `api_ops` fuzz target:
+    /// an overflowing `head + len` in `push`).
+    #[test]
+    fn put_front_after_growth_wraps_head_below_zero() {
+        let mut f = RunnableFifo::new();
+        let g = GroupId::task(0);
+        let buf: [Cell<TaskId>; 4] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
+        for i in 0..4 {
+            f.push(TaskId::new(i, 0), g);
+        }
+        assert_eq!(f.take_front(&buf), 4);
+        // Polling the first held task woke 20 others: the ring grows and
+        // `head` starts again at 0.
+        for i in 4..24 {
+            f.push(TaskId::new(i, 0), g);
+        }
+        // The run ends: the three unpolled ids go back in front.
+        f.put_front(&buf[1..4]);
+        f.push(TaskId::new(24, 0), g);
+        let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|t| t.index()).collect();
+        let expect: Vec<u32> = (1..25).collect();
+        assert_eq!(order, expect);
+        // The ring grows again with `head` wrapped.
+        for _ in 0..3 {
+            assert_eq!(f.take_front(&buf[..1]), 0);
+        }
+        for i in 0..3 {
+            f.push(TaskId::new(i, 0), g);
+        }
+        assert_eq!(f.take_front(&buf[..3]), 3);
+        f.push_back_all(&buf[..3]);
+        f.put_front(&buf[..2]);
+        for i in 3..40 {
+            f.push(TaskId::new(i, 0), g);
+        }
+        let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|t| t.index()).collect();
+        let mut expect = vec![0, 1, 0, 1, 2];
+        expect.extend(3..40);
+        assert_eq!(order, expect);
     }
 
     #[test]
