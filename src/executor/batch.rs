@@ -14,10 +14,6 @@ use super::core::Core;
 use crate::queue::Queues;
 use crate::task::id::TaskId;
 
-/// How many requeued tasks a run keeps: one per poll between two batches
-/// of [`Held`], which push them first.
-const TAIL: usize = HELD;
-
 /// Tasks of the running `RunnableFifo` queue that are runnable again after
 /// their poll (a yield, or a wake during the poll), kept here rather than
 /// pushed one by one (a borrow of the queues, a dispatch and a ring push per
@@ -25,12 +21,12 @@ const TAIL: usize = HELD;
 /// queued, in order, so they are pushed to the ring before anything else
 /// is pushed to a queue ([`Core::flush_tail`]), before the run takes its
 /// next batch, and when the run ends or unwinds ([`Held`]).
-#[derive(Debug)]
+/// They are tasks of the running queue (the run pushes them before it
+/// ends), so the queue is not stored.
+#[derive(Debug, Default)]
 pub(crate) struct Tail {
-    ids: [Cell<TaskId>; TAIL],
+    ids: Batch,
     len: Cell<usize>,
-    /// The queue they belong to.
-    queue: Cell<usize>,
 }
 
 /// Task ids in `Cell`s, written and read without a borrow.
@@ -40,16 +36,6 @@ pub(crate) struct Batch([Cell<TaskId>; HELD]);
 impl Default for Batch {
     fn default() -> Self {
         Self(std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))))
-    }
-}
-
-impl Default for Tail {
-    fn default() -> Self {
-        Self {
-            ids: std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))),
-            len: Cell::new(0),
-            queue: Cell::new(0),
-        }
     }
 }
 
@@ -149,23 +135,29 @@ impl Core {
     fn flush_tail_now(&self, qs: &mut Queues) {
         let tail = &self.run.tail;
         let n = tail.len.replace(0);
-        qs.list[tail.queue.get()].sched.append(&tail.ids[..n]);
+        // The tail is pushed before a run ends (`Held::put_back`, also when
+        // unwinding), so a run is in progress and the tasks are its queue's.
+        let q = self
+            .run
+            .queue
+            .get()
+            .expect("tourbillon bug: requeued tasks outside a run");
+        qs.list[q].sched.append(&tail.ids.0[..n]);
     }
 
-    /// Requeues task `id` of the running `RunnableFifo` queue `q`.
+    /// Requeues task `id` of the running `RunnableFifo` queue.
     #[inline(always)]
-    pub(crate) fn requeue_fifo(&self, q: usize, id: TaskId) {
+    pub(crate) fn requeue_fifo(&self, id: TaskId) {
         let tail = &self.run.tail;
         let mut n = tail.len.get();
-        if n == TAIL {
+        if n == HELD {
             // Not reached: a poll per held task, and `Held` pushes the tail
-            // before it takes a new batch. Kept so that a change there
-            // cannot lose tasks.
+            // before it takes a new batch (so it holds at most `HELD`).
+            // Kept so that a change there cannot lose tasks.
             self.flush_tail(&mut self.queues.borrow_mut());
             n = 0;
         }
-        tail.ids[n].set(id);
+        tail.ids.0[n].set(id);
         tail.len.set(n + 1);
-        tail.queue.set(q);
     }
 }

@@ -290,7 +290,7 @@ impl Core {
                 {
                     // A `RunnableFifo` (no `polled` to call; no ready stamp
                     // to record): behind the queued tasks, through the tail.
-                    self.requeue_fifo(q, id);
+                    self.requeue_fifo(id);
                 }
                 Polled::Pending { keyed, next } => {
                     // The contract: `polled` after every poll, then the

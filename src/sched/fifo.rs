@@ -149,6 +149,15 @@ impl Scheduler for RunnableFifo {
 mod tests {
     use super::*;
 
+    /// Pops every id of `f`, checking each against `model` (indexes), and
+    /// that both end empty.
+    fn drains_as(f: &mut RunnableFifo, mut model: std::collections::VecDeque<u32>) {
+        while let Some(t) = f.pop() {
+            assert_eq!(Some(t.index()), model.pop_front());
+        }
+        assert!(model.is_empty());
+    }
+
     #[test]
     fn pops_in_push_order() {
         let mut f = RunnableFifo::new();
@@ -181,10 +190,7 @@ mod tests {
             }
             assert_eq!(f.len(), model.len());
         }
-        while let Some(t) = f.pop() {
-            assert_eq!(Some(t.index()), model.pop_front());
-        }
-        assert!(model.is_empty());
+        drains_as(&mut f, model);
         assert_eq!(f.pop(), None);
     }
 
@@ -213,10 +219,7 @@ mod tests {
             }
             assert_eq!(f.len(), model.len());
         }
-        while let Some(t) = f.pop() {
-            assert_eq!(Some(t.index()), model.pop_front());
-        }
-        assert!(model.is_empty());
+        drains_as(&mut f, model);
     }
 
     /// A run gives back ids after the ring grew under it (its tasks woke
@@ -284,9 +287,6 @@ mod tests {
             }
             assert_eq!(f.len(), model.len());
         }
-        while let Some(t) = f.pop() {
-            assert_eq!(Some(t.index()), model.pop_front());
-        }
-        assert!(model.is_empty());
+        drains_as(&mut f, model);
     }
 }
