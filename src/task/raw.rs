@@ -75,6 +75,11 @@ pub(crate) struct Header {
     /// (plain moves, no read-modify-write): an atomic only so that the
     /// header is `Sync` for wakers on other threads, which never read it.
     state: AtomicU8,
+    /// What the stage holds ([`stage`] tags): executor thread only, as
+    /// `state`. Kept apart from the stage's bytes so that the stage is a
+    /// union whose result a join handle reads in place, typed, at a fixed
+    /// offset ([`TaskVTable::stage_offset`]).
+    stage: AtomicU8,
 }
 
 // Compile-time check: the header stays at 32 bytes (it is read on every
@@ -83,10 +88,11 @@ pub(crate) struct Header {
 const _: () = assert!(std::mem::size_of::<Header>() == 32);
 
 // Compile-time check: the cell of a task whose future and output are (about)
-// empty is 64 bytes: the header, the joiner's waker and a 16-byte stage
-// (README, "Memory per spawned task"); loom's atomics are larger.
+// empty is 56 bytes: the header, the joiner's waker and an 8-byte stage
+// (room for a boxed panic payload; README, "Memory per spawned task");
+// loom's atomics are larger.
 #[cfg(not(tourbillon_loom))]
-const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 64);
+const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 56);
 
 // SAFETY: the header's fields are atomics, plain data and the pointer to the
 // `Remote`, which is `Send + Sync` and alive whenever the header is
@@ -158,6 +164,18 @@ impl Header {
         self.state.store(state.bits(), Ordering::Relaxed)
     }
 
+    /// What the stage holds (executor thread only).
+    #[inline]
+    fn stage(&self) -> u8 {
+        self.stage.load(Ordering::Relaxed)
+    }
+
+    /// Records what the stage holds (executor thread only).
+    #[inline]
+    fn set_stage(&self, tag: u8) {
+        self.stage.store(tag, Ordering::Relaxed)
+    }
+
     /// Applies `f` to the state bits (executor thread only).
     #[inline]
     pub(crate) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
@@ -215,39 +233,46 @@ pub(crate) enum Finish {
 struct TaskVTable {
     poll: unsafe fn(NonNull<Header>) -> Poll<Finish>,
     cancel: unsafe fn(NonNull<Header>) -> Finish,
-    read_output: unsafe fn(NonNull<Header>, *mut ()),
     drop_stage: unsafe fn(NonNull<Header>),
-    take_panic: unsafe fn(NonNull<Header>) -> Option<Box<dyn Any + Send>>,
     dealloc: unsafe fn(NonNull<Header>),
+    /// Where the stage starts in the cell: a join handle, which knows the
+    /// output type but not the future's, reads the result there in place
+    /// (no call, and no result written field by field into the caller's
+    /// memory and read back whole: a store-forwarding stall per join on
+    /// the machines measured; perf, PROFILING.md "Findings").
+    stage_offset: usize,
     output_type: fn() -> TypeId,
 }
 
-/// What the cell holds: the future, then how it ended. The join error is
-/// built when the result is read (the id is in the header), and a panic
-/// payload is boxed once more so that it takes one word: the stage of a
-/// small task is then 16 bytes, not 32 (a `JoinError` is 24).
-enum Stage<F: Future> {
-    Running(F),
-    Finished(F::Output),
-    Cancelled,
-    Panicked(Box<Payload>),
-    Consumed,
+/// The tags of [`Header::stage`]: what the stage's bytes hold.
+mod stage {
+    /// The future (pinned: dropped in place, never moved).
+    pub(super) const RUNNING: u8 = 0;
+    /// The future's output.
+    pub(super) const FINISHED: u8 = 1;
+    /// Nothing: the future was dropped unpolled (`abort`); the join handle
+    /// reads `JoinError::Cancelled`.
+    pub(super) const CANCELLED: u8 = 2;
+    /// A boxed panic payload.
+    pub(super) const PANICKED: u8 = 3;
+    /// Nothing: the result was read, or dropped.
+    pub(super) const CONSUMED: u8 = 4;
+}
+
+/// The stage's bytes: the future, then how it ended, as the header's stage
+/// tag says. `repr(C)`: every field at offset 0, so the output sits at the
+/// stage's offset whatever the future's type. A panic payload is boxed once
+/// more so that it takes one word (the stage of a small task is then 8
+/// bytes).
+#[repr(C)]
+union Stage<F: Future> {
+    future: ManuallyDrop<F>,
+    output: ManuallyDrop<F::Output>,
+    panic: ManuallyDrop<Box<Payload>>,
 }
 
 /// A panic payload (a fat pointer, kept behind a thin one in [`Stage`]).
 type Payload = Box<dyn Any + Send>;
-
-impl<F: Future> Stage<F> {
-    /// The result a join handle reads from a finished stage.
-    fn into_result(self, id: TaskId) -> Option<Result<F::Output, JoinError>> {
-        match self {
-            Stage::Finished(output) => Some(Ok(output)),
-            Stage::Cancelled => Some(Err(JoinError::cancelled(id))),
-            Stage::Panicked(payload) => Some(Err(JoinError::panic(id, *payload))),
-            Stage::Running(_) | Stage::Consumed => None,
-        }
-    }
-}
 
 /// `repr(C)` so that a pointer to the cell is a pointer to its header, and
 /// the join waker sits at the same offset whatever `F` is ([`Prefix`]).
@@ -321,9 +346,12 @@ impl OwnedTask {
                     remote,
                     queue,
                     state: AtomicU8::new(state.bits()),
+                    stage: AtomicU8::new(stage::RUNNING),
                 },
                 join_waker: UnsafeCell::new(None),
-                stage: UnsafeCell::new(Stage::Running(future)),
+                stage: UnsafeCell::new(Stage {
+                    future: ManuallyDrop::new(future),
+                }),
             })
         };
         let ptr = mem.cast::<Header>();
@@ -385,7 +413,7 @@ impl OwnedTask {
 
 impl OwnedTask {
     /// Gives up the slab's reference to a task whose result was read
-    /// ([`RawTask::read_output`]): its stage is `Consumed`, so there is
+    /// ([`RawTask::take_result`]): its stage is `Consumed`, so there is
     /// nothing to drop (the join path skips the destructor's check).
     pub(crate) fn release_consumed(self) {
         let this = ManuallyDrop::new(self);
@@ -461,7 +489,10 @@ impl RawTask {
         unsafe { (self.header().vtable.cancel)(self.ptr) }
     }
 
-    /// Moves the result out of the stage into `out`.
+    /// Moves the result out of the stage (leaving it `Consumed`): the
+    /// output, or the cancellation or panic as a [`JoinError`]. Inlined into
+    /// the join handle's poll, typed: the result goes to the caller in
+    /// registers where it fits.
     ///
     /// # Safety
     /// On the executor thread, the cell alive, no other stage operation in
@@ -469,16 +500,55 @@ impl RawTask {
     /// and `T` the task's output type (the caller holds the task's
     /// `OutputId<T>`, which only the slab's `insert` of the future makes;
     /// debug builds check it).
-    pub(crate) unsafe fn read_output<T: 'static>(self, out: &mut Poll<Result<T, JoinError>>) {
-        let vtable = self.header().vtable;
+    #[inline]
+    pub(crate) unsafe fn take_result<T: 'static>(self) -> Option<Result<T, JoinError>> {
+        let header = self.header();
         debug_assert_eq!(
-            (vtable.output_type)(),
+            (header.vtable.output_type)(),
             TypeId::of::<T>(),
             "tourbillon bug: join handle type does not match its task"
         );
-        // SAFETY: `out` points to a `Poll<Result<T, JoinError>>` with `T` the
-        // output type; the rest is this function's contract.
-        unsafe { (vtable.read_output)(self.ptr, out as *mut _ as *mut ()) }
+        let data = self.stage_ptr();
+        match header.stage() {
+            stage::FINISHED => {
+                header.set_stage(stage::CONSUMED);
+                // SAFETY: the stage holds the output (its tag), a `T`
+                // (contract), at offset 0 of the `repr(C)` stage union, which
+                // is aligned for it; it is moved out once (now `Consumed`).
+                Some(Ok(unsafe { data.cast::<T>().read() }))
+            }
+            stage::CANCELLED => {
+                header.set_stage(stage::CONSUMED);
+                Some(Err(JoinError::cancelled(header.id)))
+            }
+            stage::PANICKED => {
+                header.set_stage(stage::CONSUMED);
+                // SAFETY: the stage holds a boxed payload (its tag), moved
+                // out once (now `Consumed`).
+                let payload = unsafe { data.cast::<Box<Payload>>().read() };
+                Some(Err(JoinError::panic(header.id, *payload)))
+            }
+            _ => {
+                // Not finished: leave it untouched (a crate bug; the caller
+                // checks COMPLETE first). A running future is pinned: never
+                // moved.
+                debug_assert!(false, "take_result on an unfinished task");
+                None
+            }
+        }
+    }
+
+    /// The stage's address (its union's fields all start there).
+    fn stage_ptr(self) -> *mut u8 {
+        // SAFETY: callers hold the cell alive; `stage_offset` is the offset
+        // of the stage in the `Cell<F>` this vtable belongs to, so the sum
+        // stays inside the cell's allocation.
+        unsafe {
+            self.ptr
+                .cast::<u8>()
+                .as_ptr()
+                .add(self.header().vtable.stage_offset)
+        }
     }
 
     /// Drops whatever the stage holds (future or result); no-op if consumed.
@@ -495,10 +565,21 @@ impl RawTask {
     /// placeholder payload for the join handle.
     ///
     /// # Safety
-    /// As for [`RawTask::read_output`].
+    /// On the executor thread, the cell alive, no other stage operation in
+    /// progress.
     pub(crate) unsafe fn take_panic(self) -> Option<Box<dyn Any + Send>> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { (self.header().vtable.take_panic)(self.ptr) }
+        if self.header().stage() != stage::PANICKED {
+            return None;
+        }
+        // SAFETY: the stage holds a boxed payload (its tag) at offset 0 of
+        // the stage union; exclusive access (contract).
+        let payload = unsafe { &mut *self.stage_ptr().cast::<Box<Payload>>() };
+        Some(std::mem::replace(
+            &mut **payload,
+            Box::new(
+                "the panic payload was propagated out of the executor (PanicPolicy::Propagate)",
+            ),
+        ))
     }
 
     /// Takes the joiner's waker out of the cell.
@@ -586,20 +667,31 @@ pub(crate) unsafe fn header_ref<'a>(ptr: *const ()) -> &'a Header {
     unsafe { &*(ptr as *const Header) }
 }
 
+/// The vtable of the cells of futures of type `F` (a constant: one static
+/// table per type).
+struct VTableOf<F>(std::marker::PhantomData<F>);
+
+impl<F> VTableOf<F>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    const VTABLE: TaskVTable = TaskVTable {
+        poll: poll::<F>,
+        cancel: cancel::<F>,
+        drop_stage: drop_stage::<F>,
+        dealloc: dealloc::<F>,
+        stage_offset: std::mem::offset_of!(Cell<F>, stage),
+        output_type: TypeId::of::<F::Output>,
+    };
+}
+
 fn vtable<F>() -> &'static TaskVTable
 where
     F: Future + 'static,
     F::Output: 'static,
 {
-    &TaskVTable {
-        poll: poll::<F>,
-        cancel: cancel::<F>,
-        read_output: read_output::<F>,
-        drop_stage: drop_stage::<F>,
-        take_panic: take_panic::<F>,
-        dealloc: dealloc::<F>,
-        output_type: TypeId::of::<F::Output>,
-    }
+    &VTableOf::<F>::VTABLE
 }
 
 /// The stage of the cell at `ptr`.
@@ -607,61 +699,87 @@ where
 /// # Safety
 /// The cell is a live `Cell<F>`, and the caller has exclusive access to the
 /// stage for the returned pointer's use (executor thread, slab bits).
-unsafe fn stage<F: Future>(ptr: NonNull<Header>) -> *mut Stage<F> {
+unsafe fn stage_of<F: Future>(ptr: NonNull<Header>) -> *mut Stage<F> {
     // SAFETY: `Cell<F>` is `repr(C)` with the header first, and the header
     // pointer came from a `Cell<F>` allocation of this vtable's `F`.
     unsafe { (*ptr.cast::<Cell<F>>().as_ptr()).stage.get() }
 }
 
-/// Drops the stage in place (futures are pinned: never moved before drop)
-/// and leaves it `Consumed`, catching a panicking destructor.
+/// Drops what the stage holds in place (futures are pinned: never moved
+/// before drop) and leaves it `Consumed`, catching a panicking destructor.
 ///
 /// # Safety
-/// `stage` is valid and exclusively accessed for the call.
-unsafe fn drop_in_place_catching<F: Future>(
-    stage: *mut Stage<F>,
-) -> Result<(), Box<dyn Any + Send>> {
-    // SAFETY: the stage is valid and ours (contract). If a destructor panics,
-    // unwinding still drops the remaining fields, and the slot is then
-    // overwritten without reading it.
-    let result = catch_unwind(AssertUnwindSafe(|| unsafe { ptr::drop_in_place(stage) }));
-    // SAFETY: the old value was dropped above; overwrite without dropping.
-    unsafe { ptr::write(stage, Stage::Consumed) };
-    result
+/// The cell at `ptr` is a live `Cell<F>` whose stage is exclusively
+/// accessed for the call (executor thread, slab bits).
+unsafe fn drop_stage_catching<F: Future>(ptr: NonNull<Header>) -> Result<(), Payload> {
+    // SAFETY: the header is alive (contract).
+    let header = unsafe { ptr.as_ref() };
+    // SAFETY: a live `Cell<F>` (contract).
+    let data = unsafe { stage_of::<F>(ptr) };
+    let tag = header.stage();
+    // `Consumed` before the destructor runs: if it panics, unwinding drops
+    // the rest of the value, and nothing drops it again.
+    header.set_stage(stage::CONSUMED);
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the tag says which field holds a live value; it is
+        // dropped once, in place.
+        unsafe {
+            match tag {
+                stage::RUNNING => ManuallyDrop::drop(&mut (*data).future),
+                stage::FINISHED => ManuallyDrop::drop(&mut (*data).output),
+                stage::PANICKED => ManuallyDrop::drop(&mut (*data).panic),
+                _ => {}
+            }
+        }
+    }))
+}
+
+/// Stores a panic payload in a `Consumed` stage.
+///
+/// # Safety
+/// As for [`drop_stage_catching`]; the stage is `Consumed`.
+unsafe fn store_panic<F: Future>(ptr: NonNull<Header>, payload: Payload) {
+    // SAFETY: a live `Cell<F>`, exclusive stage access (contract); the stage
+    // holds nothing, so writing a field overwrites nothing live.
+    unsafe {
+        (*stage_of::<F>(ptr)).panic = ManuallyDrop::new(Box::new(payload));
+        ptr.as_ref().set_stage(stage::PANICKED);
+    }
 }
 
 unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
     // SAFETY: the caller (`RawTask::poll`) guarantees a live cell of this `F`
     // and exclusive stage access for the call.
-    let stage = unsafe { stage::<F>(ptr) };
+    let (header, data) = unsafe { (ptr.as_ref(), stage_of::<F>(ptr)) };
+    if header.stage() != stage::RUNNING {
+        debug_assert!(false, "polled a task whose future is gone");
+        return Poll::Ready(Finish::Output);
+    }
     // The task's waker, lent to this poll: built from the header pointer
     // and the static vtable (two words, no allocation, no reference-count
     // change); it owns no reference, so it is never dropped.
     let waker = ManuallyDrop::new(crate::waker::task_waker_unowned(ptr));
-    // SAFETY: exclusive access (see above).
-    let Stage::Running(future) = (unsafe { &mut *stage }) else {
-        debug_assert!(false, "polled a task whose future is gone");
-        return Poll::Ready(Finish::Output);
-    };
-    // SAFETY: the future lives in the heap cell and is never moved: it is
-    // dropped in place by `drop_in_place_catching` before the cell is freed.
-    let future = unsafe { Pin::new_unchecked(future) };
+    // SAFETY: the stage holds the future (tag `RUNNING`), exclusively ours
+    // for the call. It lives in the heap cell and is never moved: it is
+    // dropped in place by `drop_stage_catching` before the cell is freed.
+    let future = unsafe { Pin::new_unchecked(&mut *(*data).future) };
     let mut cx = Context::from_waker(&waker);
     match catch_unwind(AssertUnwindSafe(|| future.poll(&mut cx))) {
         Ok(Poll::Pending) => Poll::Pending,
         Ok(Poll::Ready(output)) => {
             // SAFETY: exclusive stage access; the future returned Ready and is
             // dropped in place before the result is written.
-            match unsafe { drop_in_place_catching(stage) } {
+            match unsafe { drop_stage_catching::<F>(ptr) } {
                 Ok(()) => {
-                    // SAFETY: the stage is `Consumed` (nothing to drop).
-                    unsafe { ptr::write(stage, Stage::Finished(output)) };
+                    // SAFETY: the stage is `Consumed` (nothing to overwrite).
+                    unsafe { (*data).output = ManuallyDrop::new(output) };
+                    header.set_stage(stage::FINISHED);
                     Poll::Ready(Finish::Output)
                 }
                 Err(payload) => {
                     drop(output);
-                    // SAFETY: the stage is `Consumed` (nothing to drop).
-                    unsafe { ptr::write(stage, Stage::Panicked(Box::new(payload))) };
+                    // SAFETY: the stage is `Consumed`.
+                    unsafe { store_panic::<F>(ptr, payload) };
                     Poll::Ready(Finish::Panicked)
                 }
             }
@@ -670,9 +788,9 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
             // SAFETY: exclusive stage access; the panicked future is dropped
             // in place (a second panic from its destructor is swallowed: the
             // first payload is the one to report).
-            let _ = unsafe { drop_in_place_catching(stage) };
-            // SAFETY: the stage is `Consumed` (nothing to drop).
-            unsafe { ptr::write(stage, Stage::Panicked(Box::new(payload))) };
+            let _ = unsafe { drop_stage_catching::<F>(ptr) };
+            // SAFETY: the stage is `Consumed`.
+            unsafe { store_panic::<F>(ptr, payload) };
             Poll::Ready(Finish::Panicked)
         }
     }
@@ -681,76 +799,44 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Poll<Finish> {
 unsafe fn cancel<F: Future>(ptr: NonNull<Header>) -> Finish {
     // SAFETY: the caller (`RawTask::cancel`) guarantees a live cell of this
     // `F` and exclusive stage access.
-    let stage = unsafe { stage::<F>(ptr) };
-    // SAFETY: exclusive stage access.
-    let (result, finish) = match unsafe { drop_in_place_catching(stage) } {
-        Ok(()) => (Stage::Cancelled, Finish::Output),
-        Err(payload) => (Stage::Panicked(Box::new(payload)), Finish::Panicked),
-    };
-    // SAFETY: the stage is `Consumed` (nothing to drop).
-    unsafe { ptr::write(stage, result) };
-    finish
-}
-
-unsafe fn read_output<F: Future>(ptr: NonNull<Header>, out: *mut ()) {
-    // SAFETY: the caller (`RawTask::read_output`) guarantees a live cell of
-    // this `F`, exclusive stage access, and that `out` has this output type.
-    let stage = unsafe { stage::<F>(ptr) };
-    // SAFETY: the header is alive (see above).
-    let id = unsafe { ptr.as_ref() }.id;
-    // SAFETY: exclusive access.
-    if matches!(unsafe { &*stage }, Stage::Running(_) | Stage::Consumed) {
-        // Not finished: leave it untouched (a crate bug; the caller checks
-        // COMPLETE first). A running future is pinned: never moved.
-        debug_assert!(false, "read_output on an unfinished task");
-        return;
-    }
-    // SAFETY: exclusive access; a finished stage holds no pinned future, so
-    // moving its result out is fine.
-    let taken = unsafe { ptr::replace(stage, Stage::Consumed) };
-    if let Some(result) = taken.into_result(id) {
-        // SAFETY: `out` is a valid `Poll<Result<F::Output, JoinError>>`.
-        unsafe { *(out as *mut Poll<Result<F::Output, JoinError>>) = Poll::Ready(result) };
+    match unsafe { drop_stage_catching::<F>(ptr) } {
+        Ok(()) => {
+            // SAFETY: as above.
+            unsafe { ptr.as_ref() }.set_stage(stage::CANCELLED);
+            Finish::Output
+        }
+        Err(payload) => {
+            // SAFETY: the stage is `Consumed`.
+            unsafe { store_panic::<F>(ptr, payload) };
+            Finish::Panicked
+        }
     }
 }
 
 unsafe fn drop_stage<F: Future>(ptr: NonNull<Header>) {
     // SAFETY: the caller (`RawTask::drop_stage`) guarantees a live cell of
     // this `F` and exclusive stage access.
-    let stage = unsafe { stage::<F>(ptr) };
-    // SAFETY: exclusive access.
-    if matches!(unsafe { &*stage }, Stage::Consumed) {
+    if unsafe { ptr.as_ref() }.stage() == stage::CONSUMED {
         return;
     }
     // A panic from a destructor during clean-up has no one to report to.
-    // SAFETY: exclusive access.
-    let _ = unsafe { drop_in_place_catching(stage) };
-}
-
-unsafe fn take_panic<F: Future>(ptr: NonNull<Header>) -> Option<Box<dyn Any + Send>> {
-    // SAFETY: the caller (`RawTask::take_panic`) guarantees a live cell of
-    // this `F` and exclusive stage access.
-    let stage = unsafe { &mut *stage::<F>(ptr) };
-    match stage {
-        Stage::Panicked(payload) => Some(std::mem::replace(
-            &mut **payload,
-            Box::new(
-                "the panic payload was propagated out of the executor (PanicPolicy::Propagate)",
-            ),
-        )),
-        _ => None,
-    }
+    // SAFETY: as above.
+    let _ = unsafe { drop_stage_catching::<F>(ptr) };
 }
 
 unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     let cell = ptr.cast::<Cell<F>>();
     // SAFETY: the last reference is gone, so we own the `Cell<F>` that
     // `OwnedTask::new` wrote. Its stage is `Consumed` (the slab consumes it
-    // before releasing its reference), so dropping the cell drops no future
-    // or output here, whatever thread this is; it drops the joiner's waker
-    // if one is left (a `Waker` is `Send`). The remote's reference, if the
-    // cell owns one, is given up by `release`.
-    unsafe { ptr::drop_in_place(cell.as_ptr()) };
+    // before releasing its reference), and a stage union has no destructor
+    // anyway, so dropping the cell drops no future or output here, whatever
+    // thread this is; it drops the joiner's waker if one is left (a `Waker`
+    // is `Send`). The remote's reference, if the cell owns one, is given up
+    // by `release`.
+    unsafe {
+        debug_assert_eq!(ptr.as_ref().stage(), stage::CONSUMED);
+        ptr::drop_in_place(cell.as_ptr())
+    };
     // SAFETY: the memory came from `cache::allocate` with this layout, its
     // contents were just dropped, and nothing refers to it any more.
     unsafe { cache::release(cell.cast::<u8>(), Layout::new::<Cell<F>>()) };

@@ -159,7 +159,7 @@ impl Completion {
 
 /// The id of a task whose output is `T`. Only [`TaskSlab::insert`] makes
 /// one, from the future it stores, so whoever holds it may read that task's
-/// result as a `T`: the proof that [`RawTask::read_output`] asks for,
+/// result as a `T`: the proof that [`RawTask::take_result`] asks for,
 /// checked by the compiler instead of by a `TypeId` comparison per join
 /// (an indirect call; callgrind, PROFILING.md "Findings").
 ///
@@ -220,14 +220,12 @@ fn deliverer<T: 'static>(
     send: impl FnOnce(Result<T, JoinError>) + 'static,
 ) -> Deliver {
     Box::new(move |raw: RawTask| {
-        let mut out = Poll::Pending;
         // SAFETY: `Completion::settle` calls this with the removed entry
         // alive (it owns a reference to the cell), the task COMPLETE and not
         // RUNNING (its stage holds the result), on the executor thread; the
         // task is the one of the `OutputId<T>` this was made from
         // (`set_deliver`), so its output type is `T`.
-        unsafe { raw.read_output::<T>(&mut out) };
-        if let Poll::Ready(result) = out {
+        if let Some(result) = unsafe { raw.take_result::<T>() } {
             send(result);
         }
     })
@@ -456,12 +454,14 @@ impl TaskSlab {
             e.task.set_join_waker(waker);
             return (Poll::Pending, None);
         }
-        let mut out = Poll::Pending;
         // SAFETY: the entry holds a reference (cell alive); COMPLETE and not
         // RUNNING: no poll or cancel is in progress and the stage holds the
         // result; we are on the executor thread (`TaskSlab` is `!Send`); the
         // `OutputId<T>` of this task says its output type is `T`.
-        unsafe { e.task.raw().read_output(&mut out) };
+        let out = match unsafe { e.task.raw().take_result::<T>() } {
+            Some(result) => Poll::Ready(result),
+            None => Poll::Pending,
+        };
         let entry = self.remove(id);
         (out, Some(entry))
     }
