@@ -6,6 +6,11 @@
 //! counts; use `--toggle-collect=overhead_profile::workload`) and for
 //! sampling profilers (`perf record`, samply) with a large `N`.
 //!
+//! `spawn R N` runs `compare`'s W2 workload R times (default 1), each on a
+//! new executor: `N` empty tasks (default 100,000) spawned through a
+//! `QueueHandle`, then every handle awaited (collect with
+//! `--toggle-collect=overhead_profile::spawn_empty`).
+//!
 //! `pingpong N Q` instead runs `compare`'s W4 workload once: two tasks on
 //! queue 0 and queue `1 % Q` of `Q` queues (default 1), `N` round trips
 //! (default 100,000) over two
@@ -66,6 +71,21 @@ fn pingpong(ex: &tourbillon::Executor<u8>, trips: usize) {
     });
 }
 
+/// `compare`'s W2: `tasks` empty tasks spawned, then every handle awaited.
+#[inline(never)]
+fn spawn_empty(ex: &tourbillon::Executor<u8>, tasks: usize) {
+    let q = ex.queue(0).unwrap();
+    ex.block_on(async {
+        let mut hs = Vec::with_capacity(tasks);
+        for _ in 0..tasks {
+            hs.push(q.spawn(async {}).unwrap());
+        }
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+}
+
 /// The same ping-pong on tokio's `LocalSet` (current_thread runtime), for
 /// comparing instruction counts (`pingpong-tokio N`).
 #[inline(never)]
@@ -121,6 +141,15 @@ fn main() {
     let nth = |i: usize| positional.get(i - 1).copied();
     if nth(1) == Some("pingpong-tokio") {
         pingpong_tokio(nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
+        return;
+    }
+    if nth(1) == Some("spawn") {
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let tasks: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+        for _ in 0..rounds {
+            let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+            spawn_empty(&ex, tasks);
+        }
         return;
     }
     if nth(1) == Some("pingpong") {
