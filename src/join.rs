@@ -3,15 +3,13 @@
 
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use crate::error::JoinError;
-use crate::executor::core::Core;
+use crate::executor::inbox::RemoteOp;
 use crate::task::id::TaskId;
-use crate::task::slab::OutputId;
+use crate::task::raw::JoinCell;
 
 /// An owned permission to await a task's output, as in tokio.
 ///
@@ -35,21 +33,17 @@ use crate::task::slab::OutputId;
 /// ```
 #[must_use = "dropping a JoinHandle detaches the task: it keeps running; use `.abort()` to cancel it"]
 pub struct JoinHandle<T> {
-    core: Rc<Core>,
-    /// The task's id, the proof that its output is `T`; marked read once
-    /// the result was read ([`OutputId::mark_read`]), so that `drop` skips
-    /// the slab.
-    id: OutputId<T>,
-    _output: PhantomData<T>,
+    /// The handle's hold on the task's cell, where the task leaves its
+    /// result: one pointer, so that a handle is returned and stored in one
+    /// register (two 32-bit halves and an `Rc` built on the stack and
+    /// copied as one 16-byte value stalled store forwarding on every spawn;
+    /// perf, PROFILING.md "Findings").
+    cell: JoinCell<T>,
 }
 
 impl<T: 'static> JoinHandle<T> {
-    pub(crate) fn new(core: Rc<Core>, id: OutputId<T>) -> Self {
-        Self {
-            core,
-            id,
-            _output: PhantomData,
-        }
+    pub(crate) fn new(cell: JoinCell<T>) -> Self {
+        Self { cell }
     }
 
     /// Cancels the task. An idle or queued task is dropped at the executor's
@@ -58,21 +52,23 @@ impl<T: 'static> JoinHandle<T> {
     /// task that completed first keeps its output: awaiting the handle then
     /// gives `Ok`. Aborting a finished task does nothing.
     pub fn abort(&self) {
-        // A handle that read the result has no task left to abort (and its
-        // slot may hold another task by now).
-        if !self.id.is_read() {
-            self.core.abort(self.id());
+        if self.cell.mark_cancelled() {
+            // The executor drops the task at its next poll boundary (or, if
+            // it is being polled, when its poll returns, seeing the bit).
+            if let Some(remote) = self.cell.remote_if_live() {
+                let _ = remote.push_op(RemoteOp::Abort(self.cell.id()));
+            }
         }
     }
 
     /// Whether the task has ended (completed, panicked or cancelled).
     pub fn is_finished(&self) -> bool {
-        self.id.is_read() || self.core.tasks.borrow().is_finished(self.id())
+        self.cell.state().is_complete()
     }
 
     /// The task's id.
     pub fn id(&self) -> TaskId {
-        self.id.id()
+        self.cell.id()
     }
 }
 
@@ -81,39 +77,19 @@ impl<T: 'static> Future for JoinHandle<T> {
 
     /// Polled again after it returned `Ready`, it returns
     /// `Ready(Err(JoinError::Cancelled))`: the output was already taken.
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (poll, entry) = self.core.tasks.borrow_mut().join_poll(self.id, cx.waker());
-        if let Some(entry) = entry {
-            // The result was moved out: frees the cell.
-            entry.release_consumed();
-            let this = self.get_mut();
-            this.id = this.id.mark_read();
-        }
-        poll
+        self.cell.poll_result(cx.waker())
     }
 }
 
 /// No field is structurally pinned (as tokio's `JoinHandle`).
 impl<T> Unpin for JoinHandle<T> {}
 
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        if self.id.is_read() {
-            return;
-        }
-        let entry = match self.core.tasks.try_borrow_mut() {
-            Ok(mut tasks) => tasks.join_drop(self.id.id()),
-            Err(_) => None,
-        };
-        // Dropped outside the borrow: this drops an unread output.
-        drop(entry);
-    }
-}
-
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
-            .field("id", &self.id.id())
+            .field("id", &self.cell.id())
             .finish()
     }
 }

@@ -89,7 +89,9 @@ pub struct ExecutorStats {
     pub turns: u64,
     /// How often `block_on` parked the thread for lack of work.
     pub parks: u64,
-    /// Tasks alive (spawned, not yet ended, or ended with an unread result).
+    /// Tasks alive: spawned and not yet ended (as tokio's
+    /// `num_alive_tasks`; an ended task's unread result waits in its join
+    /// handle's hold, not in the executor).
     pub live_tasks: usize,
     /// Keyed groups alive (groups of `spawn_in_group` with a live task).
     pub live_groups: usize,

@@ -1450,10 +1450,7 @@ impl Model {
                 keys.len()
             ));
         }
-        let live = ts
-            .iter()
-            .filter(|t| !t.ended() || t.handle.is_some())
-            .count();
+        let live = ts.iter().filter(|t| !t.ended()).count();
         if st.live_tasks != live {
             self.violation(format!("{when}: live_tasks {} != {live}", st.live_tasks));
         }
@@ -1991,8 +1988,8 @@ proptest! {
     // entries behind for lazy deletion), with either the built-in
     // schedulers or the same wrapped in a contract checker, and turns of 1,
     // 3 or 61 polls. After every operation: `live_groups` equals the number of
-    // keys with a live task and `live_tasks` the tasks not ended plus the
-    // ended ones with an unread join handle; at every stall no runnable task
+    // keys with a live task and `live_tasks` the tasks not ended (an ended
+    // task's unread result waits in its handle); at every stall no runnable task
     // is left unpolled, no queue holds an id, and (wrapped) no scheduler
     // holds ids or `Las` service for a group that ended. Throughout: no task
     // is polled after completing or after its abort, nor without a wake of

@@ -580,7 +580,8 @@ fn t3_handle_dropped_after_completion_drops_the_unread_output_once() {
     ex.run_until_stalled();
     assert!(h.is_finished());
     assert_eq!(out_drops.get(), 0, "kept for the join handle");
-    assert_eq!(ex.stats().live_tasks, 1);
+    // Ended: no longer live; its result waits in the handle's cell.
+    assert_eq!(ex.stats().live_tasks, 0);
     drop(h);
     assert_eq!(out_drops.get(), 1);
     assert_eq!(ex.stats().live_tasks, 0);
@@ -878,17 +879,24 @@ fn t5_dropping_the_executor_drops_every_task_once() {
     assert!(all.iter().all(|c| c.get() == 0));
 
     drop(ex);
-    for (i, c) in all.iter().enumerate() {
+    let unfinished = [&parked, &queued, &aborted, &detached];
+    for (i, c) in unfinished.iter().enumerate() {
         assert_eq!(c.get(), 1, "counter {i} dropped exactly once");
     }
+    // The output of the completed task waits in its handle's cell.
+    assert_eq!(output.get(), 0);
 
-    // Join handles that outlive the executor resolve to Cancelled.
+    // Join handles that outlive the executor: Cancelled for the tasks it
+    // dropped unfinished; the output for the one that completed (as in
+    // tokio, where a completed task's output lives in its cell until the
+    // handle reads or drops it).
     use futures::executor::block_on as host_block_on;
     assert!(host_block_on(h_parked).unwrap_err().is_cancelled());
     assert!(host_block_on(h_queued).unwrap_err().is_cancelled());
     assert!(host_block_on(h_aborted).unwrap_err().is_cancelled());
-    let e = host_block_on(h_done).unwrap_err();
-    assert!(e.is_cancelled(), "the unread output went with the executor");
+    let out = host_block_on(h_done).expect("the output outlives the executor");
+    assert_eq!(output.get(), 0);
+    drop(out);
     assert_eq!(output.get(), 1);
 
     // Spawning after shutdown fails, and the future is dropped, unpolled.

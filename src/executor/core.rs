@@ -125,12 +125,15 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let id = self.spawn_raw(q, group, name, future)?;
-        Ok(JoinHandle::new(self.clone(), id))
+        self.spawn_with(q, group, name, |tasks, group| {
+            let (cell, group) = tasks.insert_joined(future, q, group);
+            let id = cell.id();
+            (JoinHandle::new(cell), id, group)
+        })
     }
 
-    /// Stores and queues a new task; the caller makes its join handle (or
-    /// its remote delivery).
+    /// Stores and queues a new task without a join handle; the caller
+    /// attaches its remote delivery.
     pub(crate) fn spawn_raw<F>(
         &self,
         q: usize,
@@ -142,23 +145,37 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
+        self.spawn_with(q, group, name, |tasks, group| {
+            let (oid, group) = tasks.insert(future, q, group);
+            (oid, oid.id(), group)
+        })
+    }
+
+    /// Stores a new task with `insert` (which returns what the caller gets,
+    /// the task's id and its group) and queues it.
+    #[inline(always)]
+    fn spawn_with<R>(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        insert: impl FnOnce(&mut TaskSlab, Option<GroupId>) -> (R, TaskId, GroupId),
+    ) -> Result<R, SpawnError> {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);
         }
         let group = group.map(|key| self.groups.borrow_mut().join(key));
-        let (oid, group) = {
+        let (spawned, id, group) = {
             let mut tasks = self.tasks.borrow_mut();
-            let (oid, group) = tasks.insert(future, q, group);
-            let id = oid.id();
+            let (spawned, id, group) = insert(&mut tasks, group);
             if let Some(name) = name {
                 tasks.set_name(id, name);
             }
             if self.cfg.latency {
                 tasks.set_ready(id, self.clock.now_ns());
             }
-            (oid, group)
+            (spawned, id, group)
         };
-        let id = oid.id();
         let activated = {
             let mut qs = self.queues.borrow_mut();
             self.flush_tail(&mut qs);
@@ -168,7 +185,7 @@ impl Core {
         if activated {
             self.on_activation();
         }
-        Ok(oid)
+        Ok(spawned)
     }
 
     /// Spawns onto the queue of the running task (queue 0 from the main
@@ -330,8 +347,9 @@ impl Core {
         }
     }
 
-    /// Drops every task (futures and unread outputs) exactly once and
-    /// refuses new ones. Join handles then resolve to `Cancelled`.
+    /// Drops every unfinished task exactly once and refuses new ones. Their
+    /// join handles then resolve to `Cancelled` (completed tasks left the
+    /// slab already: their results wait in their handles' cells).
     pub(crate) fn shutdown(&self) {
         if self.shutdown.replace(true) {
             return;
@@ -352,8 +370,9 @@ impl Core {
             }
             {
                 let mut qs = self.queues.borrow_mut();
-                // A completed entry (an unread output) already ended for its
-                // scheduler: `polled(finished)` and `group_ended` were called.
+                // A completed task already ended for its scheduler
+                // (`polled(finished)`, `group_ended`) and left the slab; the
+                // filter guards that.
                 for d in entries.iter().filter(|d| !d.entry.is_complete()) {
                     let (e, group) = (&d.entry, d.group);
                     qs.list[e.queue()].sched.forget(e.id(), group);

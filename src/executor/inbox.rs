@@ -333,6 +333,45 @@ mod loom_tests {
     }
 
     #[test]
+    fn loom_join_handle_and_foreign_waker_let_go_once() {
+        // A task with a join handle, and a clone of its waker on another
+        // thread that wakes and drops it, while the executor shuts down
+        // (drops the unfinished future, lets go of the task) and the
+        // handle reads `Cancelled` and drops. The three owners (slab, the
+        // waker's count, the handle's bit) let go in any order: the cell is
+        // freed exactly once, by the last, and the counted reference to the
+        // remote taken for the waker is given back.
+        use crate::task::raw::DEALLOCS;
+        use crate::task::slab::TaskSlab;
+        use std::task::Poll;
+
+        loom::model(|| {
+            let before = DEALLOCS.load(Ordering::SeqCst);
+            let remote = std::sync::Arc::new(Remote::default());
+            let mut slab = TaskSlab::new(remote.clone());
+            let (cell, _) = slab.insert_joined(std::future::pending::<u32>(), 0, None);
+            let waker = slab.waker_clone(cell.id());
+            let t = thread::spawn(move || {
+                waker.wake_by_ref();
+                drop(waker);
+            });
+            drop(slab);
+            match cell.poll_result(std::task::Waker::noop()) {
+                Poll::Ready(Err(e)) => assert!(e.is_cancelled()),
+                other => panic!("expected Cancelled, got {other:?}"),
+            }
+            drop(cell);
+            t.join().unwrap();
+            assert_eq!(DEALLOCS.load(Ordering::SeqCst) - before, 1, "freed once");
+            assert_eq!(
+                std::sync::Arc::strong_count(&remote),
+                1,
+                "the cell's reference to the remote was not given back"
+            );
+        });
+    }
+
+    #[test]
     fn loom_task_waker_refcount_and_inbox_bit() {
         // The real task cell in a real slab: a waker clone on another thread
         // wakes (the inbox bit in the reference-count word) and is dropped,

@@ -46,8 +46,9 @@ use crate::task::raw::Header;
 /// Drive it with [`block_on`](Executor::block_on) (standalone: parks the
 /// thread when idle) or [`run_until`](Executor::run_until) (a future, to nest
 /// it in tokio, smol or another runtime whose timers and sockets the tasks
-/// then use). Dropping the executor drops every remaining task once; join
-/// handles then resolve to `Cancelled` and spawning fails with
+/// then use). Dropping the executor drops every unfinished task once; their
+/// join handles then resolve to `Cancelled` (the handle of a task that
+/// completed still reads its output, as in tokio) and spawning fails with
 /// [`SpawnError::Shutdown`].
 ///
 /// ```

@@ -5,8 +5,10 @@
 //! * [`TaskId`](id::TaskId): slab index + generation. Held by schedulers,
 //!   join handles and inbox entries; never dangles (a stale id simply finds
 //!   no entry, or an entry of another generation).
-//! * `TaskEntry` (`slab.rs`): the executor's record of a live task (its
-//!   generation) and the owner of one reference to the task cell.
+//! * `TaskEntry` (`slab.rs`): the executor's record of a live task, the
+//!   owner of one reference to the task cell.
+//! * `JoinCell` (`raw.rs`), inside `JoinHandle`: the join handle's hold on
+//!   the cell, where a completed task leaves its result.
 //! * `OwnedTask` / `RawTask` (`raw.rs`): an owning / a borrowed pointer to
 //!   the heap cell that holds the header (id, queue, group, state bits), the
 //!   joiner's waker and the future or its result. Cell memory comes from a
@@ -32,8 +34,8 @@
 //!  |            | woken during poll (4)        |   | Ready / panic /        |
 //!  |            +------------------------------+   | cancelled (5)          |
 //!  |                                               v                        |
-//!  |                                           COMPLETE --join_poll (6)--> removed
-//!  |                                               |    (or at once if detached)
+//!  |                                           COMPLETE, removed (6)
+//!  |                                               |    (result kept for the handle)
 //!  +--------------- wake (7) ----------------------|------------------------+
 //!                                  abort while idle/queued: cancel_idle (8)
 //! ```
@@ -48,8 +50,10 @@
 //!    the queued tasks.
 //! 5. `TaskSlab::complete`: the future was dropped in place and the result
 //!    stored; the join waker is woken.
-//! 6. `TaskSlab::join_poll` moves the result out and frees the slot (its
-//!    generation is bumped).
+//! 6. The entry leaves the slab (its generation is bumped): a detached
+//!    task's result is dropped; else the cell stays with the join handle,
+//!    whose `JoinCell::poll_result` moves the result out, and whose drop
+//!    frees the cell if it lets go last.
 //! 7. A wake (as in 4) on an idle task sets SCHEDULED; the caller pushes it.
 //! 8. `TaskSlab::abort` sets CANCELLED; at the next poll boundary
 //!    `slab::cancel_idle` drops the future unpolled (tokio's documented rule:

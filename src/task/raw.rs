@@ -6,15 +6,18 @@
 //! memory cache in `task/cache.rs` hold the crate's `unsafe` code (plus one
 //! `_rdtsc` call in `executor/tsc.rs`). The invariants:
 //!
-//! * **Liveness.** The cell is freed when the reference count drops to zero.
-//!   The slab entry owns one reference ([`OwnedTask`]); every cloned `Waker`
-//!   owns one. The waker lent to a poll (built from the header pointer) does
-//!   not count: it is never dropped, and lives only while the poll holds the
-//!   slab's reference.
+//! * **Liveness.** The cell is freed when the reference count drops to zero
+//!   and the join handle's bit is clear. The slab entry owns one reference
+//!   ([`OwnedTask`]); every cloned `Waker` owns one; the join handle
+//!   ([`JoinCell`]) owns the `HANDLE` bit. The waker lent to a poll (built
+//!   from the header pointer) does not count: it is never dropped, and lives
+//!   only while the poll holds the slab's reference.
 //! * **Stage access.** The stage is read and written only on the executor's
-//!   thread, by the slab, and never by two operations at once: the slab's
-//!   `RUNNING` bit excludes everything else during a poll, and the `COMPLETE`
-//!   bit says the future is gone. Foreign threads touch only the atomics, the
+//!   thread, by the slab or the join handle (`!Send`, made on that thread),
+//!   and never by two operations at once: the slab's `RUNNING` bit excludes
+//!   everything else during a poll, and the `COMPLETE` bit says the future
+//!   is gone (the handle touches the stage only then, when the slab has let
+//!   go of the task). Foreign threads touch only the atomics, the
 //!   id and the remote handle of the header, all of which are `Sync`.
 //! * **The remote.** The header points to its executor's `Remote` without
 //!   counting it while the slab holds the task (the slab's `Arc` outlives
@@ -32,6 +35,7 @@ use std::alloc::Layout;
 use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -51,7 +55,8 @@ use crate::task::state::State;
 /// The part of a task that wakers may see, on any thread.
 pub(crate) struct Header {
     /// Owners of the cell (the slab entry and every cloned waker) in the low
-    /// 30 bits, [`REMOTE_OWNED`], and [`NOTIFIED`] in the top bit: set by a
+    /// 29 bits, [`HANDLE`] (the join handle holds the cell too),
+    /// [`REMOTE_OWNED`], and [`NOTIFIED`] in the top bit: set by a
     /// foreign-thread wake until the executor drains it from the inbox, so
     /// that many foreign wakes before that enqueue the id once. One 32-bit
     /// word for all keeps the header, read on every poll, at 32 bytes
@@ -114,7 +119,12 @@ const NOTIFIED: u32 = 1 << 31;
 /// remain) when the cell owns a counted reference to its `Remote`, released
 /// with the cell.
 const REMOTE_OWNED: u32 = 1 << 30;
-const REF_MASK: u32 = !(NOTIFIED | REMOTE_OWNED);
+/// Set while the task's [`JoinCell`] (its join handle) holds the cell: an
+/// owner apart from the count, so that the slab's and the wakers' releases
+/// (the count) and the handle's (this bit) each tell whether they were the
+/// last without the other's help. Cleared once, by the handle.
+const HANDLE: u32 = 1 << 29;
+const REF_MASK: u32 = !(NOTIFIED | REMOTE_OWNED | HANDLE);
 
 impl crate::executor::inbox::InboxFlag for Header {
     fn mark(&self) -> bool {
@@ -310,7 +320,8 @@ pub(crate) struct OwnedTask {
 impl OwnedTask {
     /// Allocates a task cell for `future` with one reference, owned by the
     /// returned value; `keyed`: the task belongs to a keyed group (its id is
-    /// kept by the slab).
+    /// kept by the slab); `handle`: a join handle will hold the cell too
+    /// ([`JoinCell::adopt`] turns that part into one).
     ///
     /// # Safety
     /// `remote` comes from [`Arc::as_ptr`] (so that the cell may later count
@@ -323,6 +334,7 @@ impl OwnedTask {
         remote: NonNull<Remote>,
         queue: u16,
         keyed: bool,
+        handle: bool,
     ) -> OwnedTask
     where
         F: Future + 'static,
@@ -332,6 +344,7 @@ impl OwnedTask {
         if keyed {
             state.set_keyed();
         }
+        state.set_join_interest(handle);
         let mem = cache::allocate(Layout::new::<Cell<F>>()).cast::<Cell<F>>();
         // SAFETY: `mem` is fresh memory for a `Cell<F>` (its layout, from the
         // cell cache or the global allocator), not shared with anyone yet.
@@ -340,7 +353,7 @@ impl OwnedTask {
         unsafe {
             mem.as_ptr().write(Cell {
                 header: Header {
-                    refs: AtomicU32::new(1),
+                    refs: AtomicU32::new(if handle { 1 | HANDLE } else { 1 }),
                     vtable: vtable::<F>(),
                     id,
                     remote,
@@ -373,35 +386,12 @@ impl OwnedTask {
         (*ManuallyDrop::new(crate::waker::task_waker_unowned(self.raw.ptr))).clone()
     }
 
-    /// Registers the waker of the task's joiner (kept if it would wake the
-    /// same task).
-    pub(crate) fn set_join_waker(&self, waker: &Waker) {
-        // SAFETY: `OwnedTask` is `!Send` and `!Sync` and lives in the slab, so
-        // this runs on the executor thread, the only one that touches the join
-        // waker; the reference into the cell ends before any user code runs
-        // (the clone is made first, the old waker dropped after).
-        let slot = unsafe { &mut *self.join_waker_ptr() };
-        if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            return;
-        }
-        let new = Some(waker.clone());
-        // SAFETY: as above; `waker.clone()` may have run user code, so the
-        // slot is borrowed anew.
-        let old = std::mem::replace(unsafe { &mut *self.join_waker_ptr() }, new);
-        drop(old);
-    }
-
     /// Takes the joiner's waker out of the cell.
     pub(crate) fn take_join_waker(&self) -> Option<Waker> {
-        // SAFETY: executor thread only, as in `set_join_waker`; `take` runs
-        // no user code.
-        unsafe { (*self.join_waker_ptr()).take() }
-    }
-
-    fn join_waker_ptr(&self) -> *mut Option<Waker> {
-        // SAFETY: `self` owns a reference, so the cell is alive; every
-        // `Cell<F>` starts with the fields of `Prefix` (both `repr(C)`).
-        unsafe { (*self.raw.ptr.cast::<Prefix>().as_ptr()).join_waker.get() }
+        // SAFETY: `OwnedTask` is `!Send` and lives in the slab, so this runs
+        // on the executor thread, the only one that touches the joiner's
+        // waker; `self` keeps the cell alive; `take` runs no user code.
+        unsafe { (*join_waker_ptr(self.raw.ptr)).take() }
     }
 
     /// The header (id, remote handle).
@@ -412,16 +402,16 @@ impl OwnedTask {
 }
 
 impl OwnedTask {
-    /// Gives up the slab's reference to a task whose result was read
-    /// ([`RawTask::take_result`]): its stage is `Consumed`, so there is
-    /// nothing to drop (the join path skips the destructor's check).
-    pub(crate) fn release_consumed(self) {
+    /// Gives up the slab's reference to a completed task whose join handle
+    /// lives: the result stays in the cell for the handle, which now holds
+    /// the cell alone (with the wakers still around, if any).
+    pub(crate) fn release_keep_stage(self) {
         let this = ManuallyDrop::new(self);
         this.release_ref();
     }
 
     /// Gives up the slab's reference (once: from `drop` or
-    /// `release_consumed`).
+    /// `release_keep_stage`).
     #[inline]
     fn release_ref(&self) {
         // Wakers hold references too: they may outlive the executor, and
@@ -429,15 +419,27 @@ impl OwnedTask {
         // reference for them before the slab lets go. A count of 1 is the
         // slab's alone, and no one can add one without holding a reference.
         let header = self.header();
-        if header.refs.load(Ordering::Acquire) & REF_MASK == 1 {
-            // Ours alone (the common case): free the cell now. No waker
-            // holds it, so it has no counted `Remote` either (only this
-            // function, once per cell, gives it one).
-            let dealloc = header.vtable.dealloc;
-            // SAFETY: that was the last reference (the Acquire load pairs
-            // with the Release decrements of wakers that let go before);
-            // nobody else can reach the cell.
-            unsafe { dealloc(self.raw.ptr) };
+        let cur = header.refs.load(Ordering::Acquire);
+        if cur & REF_MASK == 1 {
+            if cur & HANDLE == 0 {
+                // Ours alone (the common case without a handle): free the
+                // cell now. No waker holds it, so it has no counted
+                // `Remote` either (only this function, once per cell, gives
+                // it one).
+                let dealloc = header.vtable.dealloc;
+                // SAFETY: that was the last reference (the Acquire load
+                // pairs with the Release decrements of wakers that let go
+                // before); nobody else can reach the cell.
+                unsafe { dealloc(self.raw.ptr) };
+                return;
+            }
+            // The join handle holds the cell besides us, and no waker does:
+            // the handle lives on this thread and is not running now, and
+            // no other thread holds a reference through which it could
+            // touch the word, so a plain store gives ours up. The handle
+            // needs no `Remote` once the task is complete (the slab lets go
+            // only then), so the cell takes no counted one.
+            header.refs.store(cur - 1, Ordering::Release);
             return;
         }
         // SAFETY: the slab's `Arc<Remote>` is alive while it drops its
@@ -445,21 +447,188 @@ impl OwnedTask {
         unsafe { Arc::increment_strong_count(header.remote.as_ptr() as *const Remote) };
         header.set_remote_owned();
         // SAFETY: we own one reference and give it up here, once (`drop`
-        // and `release_consumed` are exclusive).
+        // and `release_keep_stage` are exclusive).
         unsafe { release(self.raw.ptr) };
     }
 }
 
 impl Drop for OwnedTask {
+    /// The slab drops an entry whose stage its join handle will not read:
+    /// a detached task's result, or a task dropped unfinished (shutdown).
     fn drop(&mut self) {
+        let header = self.header();
+        let unfinished = header.stage() == stage::RUNNING;
         // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor thread;
         // the slab never drops an entry whose task is being polled (RUNNING),
         // so no other stage operation is in progress. Dropping the stage is a
-        // no-op when the slab already consumed it, which is the normal case;
-        // this is the safety net that keeps futures from leaking.
+        // no-op when it was consumed already.
         unsafe { self.raw.drop_stage() };
+        if unfinished {
+            // Dropped unfinished: a join handle that outlives the slab reads
+            // `Cancelled`, and sees the task complete.
+            header.set_stage(stage::CANCELLED);
+            header.update_state(|st| st.set_complete());
+        }
         self.release_ref();
     }
+}
+
+/// The join handle's hold on a task cell whose output is `T`: the
+/// [`HANDLE`] part of its reference word. The handle reads the result in
+/// the cell, where the task left it, without the slab: the slab lets go of
+/// a completed task at once, and the handle frees the cell when it is the
+/// last to let go. `!Send`: it lives on the executor's thread, the only one
+/// that touches the state bits, the joiner's waker and the stage.
+pub(crate) struct JoinCell<T> {
+    ptr: NonNull<Header>,
+    _output: PhantomData<fn() -> T>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<T> JoinCell<T> {
+    fn header(&self) -> &Header {
+        // SAFETY: the handle's bit keeps the cell alive while `self` lives.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The task's id.
+    pub(crate) fn id(&self) -> TaskId {
+        self.header().id
+    }
+
+    /// The task's state bits.
+    pub(crate) fn state(&self) -> State {
+        self.header().state()
+    }
+}
+
+impl<T: 'static> JoinCell<T> {
+    /// Takes over the handle's part of the reference word of `raw`.
+    ///
+    /// # Safety
+    /// `raw` is a live cell made by `OwnedTask::new::<F>` with `handle` set
+    /// and `F::Output == T`, on this thread, and no other `JoinCell` was
+    /// made of it.
+    pub(crate) unsafe fn adopt(raw: RawTask) -> Self {
+        Self {
+            ptr: raw.ptr,
+            _output: PhantomData,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The executor's thread-safe half, while the task is not complete
+    /// (the executor, and with it the `Remote`, lives until then).
+    pub(crate) fn remote_if_live(&self) -> Option<&Remote> {
+        (!self.state().is_complete()).then(|| self.header().remote())
+    }
+
+    /// Sets the CANCELLED bit of a live task (`abort`), unless it is
+    /// complete or cancelled already; `true` if it set it.
+    pub(crate) fn mark_cancelled(&self) -> bool {
+        self.header().update_state(|st| {
+            if st.is_complete() || st.is_cancelled() {
+                return false;
+            }
+            st.set_cancelled();
+            true
+        })
+    }
+
+    /// The result, if the task is complete: moved out of the cell (a second
+    /// call gives `Cancelled`); else registers `waker` as the joiner's.
+    #[inline]
+    pub(crate) fn poll_result(&self, waker: &Waker) -> Poll<Result<T, JoinError>> {
+        let st = self.state();
+        if st.is_complete() && !st.is_running() {
+            // SAFETY: `JoinCell` is `!Send`, so we are on the executor
+            // thread; COMPLETE and not RUNNING: the future is gone and no
+            // stage operation is in progress (the slab released the task,
+            // or is about to without touching the stage); `T` is the output
+            // type (`adopt`'s contract).
+            if let Some(result) = unsafe { RawTask { ptr: self.ptr }.take_result::<T>() } {
+                return Poll::Ready(result);
+            }
+        }
+        self.set_join_waker(waker);
+        Poll::Pending
+    }
+
+    /// Registers the waker of the task's joiner (kept if it would wake the
+    /// same task).
+    fn set_join_waker(&self, waker: &Waker) {
+        // SAFETY: executor thread (`!Send`), the only one that touches the
+        // joiner's waker; the reference into the cell ends before any user
+        // code runs (the clone is made first, the old waker dropped after).
+        let slot = unsafe { &mut *join_waker_ptr(self.ptr) };
+        if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return;
+        }
+        let new = Some(waker.clone());
+        // SAFETY: as above; `waker.clone()` may have run user code, so the
+        // slot is borrowed anew.
+        let old = std::mem::replace(unsafe { &mut *join_waker_ptr(self.ptr) }, new);
+        drop(old);
+    }
+}
+
+impl<T> Drop for JoinCell<T> {
+    /// The handle lets go: a task still running is detached (its output is
+    /// dropped when it completes); the unread result of a completed one is
+    /// dropped here. The cell is freed if nothing else holds it.
+    fn drop(&mut self) {
+        // SAFETY: the handle's bit keeps the cell alive until `release`
+        // below; `!Send`: executor thread.
+        let header = unsafe { self.ptr.as_ref() };
+        let st = header.update_state(|st| {
+            st.set_join_interest(false);
+            *st
+        });
+        // SAFETY: executor thread, the only one that touches the joiner's
+        // waker; dropped after the last use of the cell below.
+        let join_waker = unsafe { (*join_waker_ptr(self.ptr)).take() };
+        if st.is_complete() && !st.is_running() && header.stage() != stage::CONSUMED {
+            // SAFETY: executor thread; complete and not running: no stage
+            // operation in progress. Dropping an unread result (it may run
+            // user code, which cannot reach this cell's stage).
+            unsafe { RawTask { ptr: self.ptr }.drop_stage() };
+        }
+        let cur = header.refs.load(Ordering::Acquire);
+        if cur & REF_MASK == 0 {
+            // The slab let go and no waker holds the cell: nobody else can
+            // reach it. The common case: a task joined after it completed.
+            // SAFETY: the last owner, synchronised by the Acquire load with
+            // the Release of the slab's and the wakers' releases.
+            unsafe { free(self.ptr) };
+        } else {
+            // A compare-exchange loop rather than `fetch_and` (see `mark`).
+            let mut cur = cur;
+            loop {
+                match header.refs.compare_exchange_weak(
+                    cur,
+                    cur & !HANDLE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => cur = now,
+                }
+            }
+            if cur & REF_MASK == 0 {
+                // The last waker let go between the load and the exchange.
+                // SAFETY: we were the last owner (AcqRel synchronises).
+                unsafe { free(self.ptr) };
+            }
+        }
+        drop(join_waker);
+    }
+}
+
+/// The joiner's waker slot of the cell at `ptr`.
+fn join_waker_ptr(ptr: NonNull<Header>) -> *mut Option<Waker> {
+    // SAFETY: callers hold the cell alive; every `Cell<F>` starts with the
+    // fields of `Prefix` (both `repr(C)`).
+    unsafe { (*ptr.cast::<Prefix>().as_ptr()).join_waker.get() }
 }
 
 impl RawTask {
@@ -528,6 +697,7 @@ impl RawTask {
                 let payload = unsafe { data.cast::<Box<Payload>>().read() };
                 Some(Err(JoinError::panic(header.id, *payload)))
             }
+            stage::CONSUMED => Some(Err(JoinError::cancelled(header.id))),
             _ => {
                 // Not finished: leave it untouched (a crate bug; the caller
                 // checks COMPLETE first). A running future is pinned: never
@@ -635,16 +805,31 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
     // SAFETY: the caller's reference keeps the header alive until this
     // decrement.
     let header = unsafe { ptr.as_ref() };
-    // Fast path: a count of 1 is our own reference, and no one can add one
-    // without holding a reference, so no atomic read-modify-write is needed
-    // (the Acquire load pairs with the Release decrements of other owners).
-    if header.refs.load(Ordering::Acquire) & REF_MASK != 1
-        && header.refs.fetch_sub(1, Ordering::Release) & REF_MASK != 1
-    {
-        return;
+    // Fast path: a count of 1 without the handle's bit is our own reference
+    // alone, and no one can add one without holding a reference, so no
+    // atomic read-modify-write is needed (the Acquire load pairs with the
+    // Release decrements of other owners).
+    let last = |refs: u32| refs & REF_MASK == 1 && refs & HANDLE == 0;
+    if !last(header.refs.load(Ordering::Acquire)) {
+        if !last(header.refs.fetch_sub(1, Ordering::Release)) {
+            return;
+        }
+        // Synchronise with every other release before freeing (as `Arc`
+        // does).
+        fence(Ordering::Acquire);
     }
-    // Synchronise with every other release before freeing (as `Arc` does).
-    fence(Ordering::Acquire);
+    // SAFETY: that was the last reference.
+    unsafe { free(ptr) };
+}
+
+/// Frees the cell at `ptr`, and the counted `Remote` it may own.
+///
+/// # Safety
+/// The caller gave up the last reference (count and handle) and
+/// synchronised with every earlier release.
+unsafe fn free(ptr: NonNull<Header>) {
+    // SAFETY: the caller was the last owner: the cell is alive and ours.
+    let header = unsafe { ptr.as_ref() };
     let owned_remote =
         (header.refs.load(Ordering::Relaxed) & REMOTE_OWNED != 0).then_some(header.remote);
     let dealloc = header.vtable.dealloc;
@@ -827,14 +1012,17 @@ unsafe fn drop_stage<F: Future>(ptr: NonNull<Header>) {
 unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     let cell = ptr.cast::<Cell<F>>();
     // SAFETY: the last reference is gone, so we own the `Cell<F>` that
-    // `OwnedTask::new` wrote. Its stage is `Consumed` (the slab consumes it
-    // before releasing its reference), and a stage union has no destructor
-    // anyway, so dropping the cell drops no future or output here, whatever
-    // thread this is; it drops the joiner's waker if one is left (a `Waker`
-    // is `Send`). The remote's reference, if the cell owns one, is given up
-    // by `release`.
+    // `OwnedTask::new` wrote. Its stage holds nothing (`Consumed` or
+    // `Cancelled`: the slab or the join handle empties it before letting
+    // go), and a stage union has no destructor anyway, so dropping the cell
+    // drops no future or output here, whatever thread this is; it drops the
+    // joiner's waker if one is left (a `Waker` is `Send`). The remote's
+    // reference, if the cell owns one, is given up by `release`.
     unsafe {
-        debug_assert_eq!(ptr.as_ref().stage(), stage::CONSUMED);
+        debug_assert!(matches!(
+            ptr.as_ref().stage(),
+            stage::CONSUMED | stage::CANCELLED
+        ));
         ptr::drop_in_place(cell.as_ptr())
     };
     // SAFETY: the memory came from `cache::allocate` with this layout, its

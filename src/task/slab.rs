@@ -8,13 +8,17 @@
 //! |-----------------|------------------------------|-----------------|
 //! | `poll_task`     | not COMPLETE, not RUNNING    | RUNNING set     |
 //! | `cancel_idle`   | CANCELLED, not COMPLETE/RUNNING | RUNNING set  |
-//! | `join_poll`     | COMPLETE, not RUNNING        | slab borrowed   |
 //! | entry removal   | not RUNNING                  | -               |
 //!
 //! RUNNING is the lock: while it is set the entry is never removed (so the
 //! cell stays alive though the slab is not borrowed during the poll) and no
 //! other stage operation starts. The slab is released while user code runs
 //! (a poll, a destructor), so that code may spawn, wake, abort and join.
+//!
+//! A task leaves the slab when it completes (or at shutdown). If its join
+//! handle lives, the result stays in the cell, which the handle holds
+//! ([`JoinCell`]): the handle reads it (COMPLETE, not RUNNING) without the
+//! slab.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -28,18 +32,20 @@ use std::task::{Poll, Waker};
 use slab::Slab;
 
 use super::id::{GroupId, TaskId};
-use super::raw::{Finish, Header, OwnedTask, RawTask};
+use super::raw::{Finish, Header, JoinCell, OwnedTask, RawTask};
 use super::state::{State, TransitionToScheduled};
 use crate::error::JoinError;
 use crate::executor::context;
 use crate::executor::inbox::Remote;
 
-/// One live task, as the executor sees it: the owning pointer to its cell
-/// (whose header holds its state bits, queue and group) and the generation
-/// that ids are checked against without reading the cell.
+/// One live task, as the executor sees it: the owning pointer to its cell,
+/// whose header holds its id (the generation that ids are checked against:
+/// every lookup reads the header next anyway), state bits, queue and group.
+/// One word: the slab builds its entry in registers (a 12-byte entry was
+/// built on the stack and copied as 16 bytes, a store-forwarding stall per
+/// spawn; perf, PROFILING.md "Findings").
 pub(crate) struct TaskEntry {
     task: OwnedTask,
-    generation: u32,
 }
 
 impl TaskEntry {
@@ -47,7 +53,7 @@ impl TaskEntry {
         self.task.header().queue as usize
     }
     pub(crate) fn id(&self) -> TaskId {
-        TaskId::new(self.task.header().id.index(), self.generation)
+        self.task.header().id
     }
     fn state(&self) -> State {
         self.task.header().state()
@@ -55,10 +61,10 @@ impl TaskEntry {
     fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         self.task.header().update_state(f)
     }
-    /// Drops an entry whose result was read by
-    /// [`join_poll`](TaskSlab::join_poll) (its stage is consumed).
-    pub(crate) fn release_consumed(self) {
-        self.task.release_consumed();
+    /// Gives up the slab's reference to a completed task whose join handle
+    /// reads the result.
+    fn release_keep_stage(self) {
+        self.task.release_keep_stage();
     }
 
     /// The task ended (its scheduler was already told so).
@@ -69,10 +75,10 @@ impl TaskEntry {
 
 /// All live tasks of one executor.
 ///
-/// The entries hold what every poll reads (16 bytes: task pointer and
-/// generation; the state bits, queue and group are in the cell's header,
-/// which the poll reads anyway, and so is the joiner's waker). Beside them,
-/// indexed alike, the generation of each slot's next occupant, and the
+/// The entries hold the task pointers (the id, state bits, queue and group
+/// are in the cell's header, which every lookup reads anyway, and so are
+/// the joiner's waker and the result). Beside them, indexed alike, the
+/// generation of each slot's next occupant, and the
 /// optional per-task data of features in use (names, remote deliveries,
 /// ready stamps), so that a run walks as little memory as possible.
 pub(crate) struct TaskSlab {
@@ -134,41 +140,42 @@ struct Completion {
     done: Done,
     /// The join handle's waker, to wake.
     join_waker: Option<Waker>,
-    /// The removed entry of a detached task: dropping it drops the output.
-    detached: Option<TaskEntry>,
+    /// The removed entry.
+    entry: TaskEntry,
+    /// A join handle lives: the result stays in the cell for it.
+    joined: bool,
     /// A remotely spawned task's delivery to its remote join handle.
     deliver: Option<Deliver>,
 }
 
 impl Completion {
-    /// Delivers a remote task's result, wakes the joiner and drops a
-    /// detached output. Must run with the slab released: all may run user
-    /// code.
+    /// Delivers a remote task's result, lets go of the entry (dropping the
+    /// result of a detached task) and wakes the joiner. Must run with the
+    /// slab released: all may run user code.
     #[inline(always)]
     fn settle(self) -> Done {
-        if let (Some(deliver), Some(entry)) = (self.deliver, &self.detached) {
-            deliver(entry.task.raw());
+        if let Some(deliver) = self.deliver {
+            deliver(self.entry.task.raw());
+        }
+        // Before the wake: the joiner may drop its handle in there, and then
+        // finds the handle the cell's last owner.
+        if self.joined {
+            self.entry.release_keep_stage();
+        } else {
+            drop(self.entry);
         }
         if let Some(w) = self.join_waker {
             w.wake();
         }
-        drop(self.detached);
         self.done
     }
 }
 
 /// The id of a task whose output is `T`. Only [`TaskSlab::insert`] makes
 /// one, from the future it stores, so whoever holds it may read that task's
-/// result as a `T`: the proof that [`RawTask::take_result`] asks for,
-/// checked by the compiler instead of by a `TypeId` comparison per join
-/// (an indirect call; callgrind, PROFILING.md "Findings").
-///
-/// It stays a proof because the slot it names holds its task for as long as
-/// it can be looked up: the entry of a task with a join handle leaves the
-/// slab only when the handle reads the result (which marks the id read, and
-/// [`TaskSlab::join_poll`] never looks a read id up again), when the handle
-/// is dropped, or at shutdown (after which nothing is spawned). A slot
-/// reused 2^32 times while an old id is held can therefore not alias it.
+/// result as a `T`: the proof that [`RawTask::take_result`] asks for (a
+/// remote delivery, [`TaskSlab::set_deliver`]), checked by the compiler
+/// instead of by a `TypeId` comparison.
 pub(crate) struct OutputId<T> {
     id: TaskId,
     _output: PhantomData<fn() -> T>,
@@ -182,28 +189,10 @@ impl<T> Clone for OutputId<T> {
 
 impl<T> Copy for OutputId<T> {}
 
-/// Set in the index of an [`OutputId`] whose result was read: an index of
-/// 2^31 or more designates no task (`insert` keeps indexes below), so the
-/// marked id can only miss.
-const READ: u32 = 1 << 31;
-
 impl<T> OutputId<T> {
     /// The task's id.
     pub(crate) fn id(self) -> TaskId {
-        TaskId::new(self.id.index() & !READ, self.id.generation())
-    }
-
-    /// This id, marked as read (see [`is_read`](Self::is_read)).
-    pub(crate) fn mark_read(self) -> Self {
-        Self {
-            id: TaskId::new(self.id.index() | READ, self.id.generation()),
-            _output: PhantomData,
-        }
-    }
-
-    /// Whether [`mark_read`](Self::mark_read) made this id.
-    pub(crate) fn is_read(self) -> bool {
-        self.id.index() & READ != 0
+        self.id
     }
 }
 
@@ -251,14 +240,49 @@ impl TaskSlab {
         self.entries.len()
     }
 
-    /// Stores a new task, already SCHEDULED and with a join handle, in
-    /// `group` (or a group of its own when `None`).
+    /// Stores a new task, already SCHEDULED, in `group` (or a group of its
+    /// own when `None`), with a join handle's hold on its cell, returned.
+    pub(crate) fn insert_joined<F>(
+        &mut self,
+        future: F,
+        queue: usize,
+        group: Option<GroupId>,
+    ) -> (JoinCell<F::Output>, GroupId)
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let (_, raw, group) = self.insert_cell(future, queue, group, true);
+        // SAFETY: `insert_cell` just made this cell for `F` with the
+        // handle's bit, on this thread; this is its only `JoinCell`.
+        (unsafe { JoinCell::adopt(raw) }, group)
+    }
+
+    /// Stores a new task, already SCHEDULED, in `group` (or a group of its
+    /// own when `None`), without a join handle (its result goes to a
+    /// delivery, [`set_deliver`](Self::set_deliver), or is dropped).
     pub(crate) fn insert<F>(
         &mut self,
         future: F,
         queue: usize,
         group: Option<GroupId>,
     ) -> (OutputId<F::Output>, GroupId)
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let (id, _, group) = self.insert_cell(future, queue, group, false);
+        (id, group)
+    }
+
+    #[inline(always)]
+    fn insert_cell<F>(
+        &mut self,
+        future: F,
+        queue: usize,
+        group: Option<GroupId>,
+        handle: bool,
+    ) -> (OutputId<F::Output>, RawTask, GroupId)
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -288,13 +312,15 @@ impl TaskSlab {
         // outlives the entry: an entry is dropped either after its removal,
         // while the slab (and its `Arc`) lives, or when the slab drops
         // `entries`, before `_remote`.
-        let task = unsafe { OwnedTask::new(future, id, self.remote_ptr, queue as u16, keyed) };
-        slot.insert(TaskEntry { task, generation });
+        let task =
+            unsafe { OwnedTask::new(future, id, self.remote_ptr, queue as u16, keyed, handle) };
+        let raw = task.raw();
+        slot.insert(TaskEntry { task });
         let id = OutputId {
             id,
             _output: PhantomData,
         };
-        (id, group)
+        (id, raw, group)
     }
 
     /// Makes live task `id` a remotely joined one: no local join handle;
@@ -366,7 +392,7 @@ impl TaskSlab {
     pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
         self.entries
             .get(id.index() as usize)
-            .filter(|e| e.generation == id.generation())
+            .filter(|e| e.task.header().id.generation() == id.generation())
     }
 
     fn remove(&mut self, id: TaskId) -> TaskEntry {
@@ -414,13 +440,17 @@ impl TaskSlab {
 
     /// `abort()`: returns `true` if the caller must cancel the task at the
     /// next poll boundary (it is idle or queued); a running task is
-    /// cancelled by `poll_task` when its poll returns.
+    /// cancelled by `poll_task` when its poll returns. The CANCELLED bit may
+    /// be set already: a join handle sets it at once and sends the id here
+    /// (so that a task aborted during its own poll is dropped when the poll
+    /// returns); cancelling an idle task twice is harmless
+    /// ([`cancel_idle`] finds it complete).
     pub(crate) fn abort(&mut self, id: TaskId) -> bool {
         let Some(e) = self.get(id) else {
             return false;
         };
         e.update(|st| {
-            if st.is_complete() || st.is_cancelled() {
+            if st.is_complete() {
                 return false;
             }
             st.set_cancelled();
@@ -428,62 +458,9 @@ impl TaskSlab {
         })
     }
 
-    /// Whether the task ended (or is gone).
-    pub(crate) fn is_finished(&self, id: TaskId) -> bool {
-        self.get(id).is_none_or(|e| e.state().is_complete())
-    }
-
-    /// The join handle of `id` is polled. Returns the result when the task
-    /// is complete (the entry is removed and returned, its stage consumed:
-    /// the caller releases it), else registers `waker`.
-    pub(crate) fn join_poll<T: 'static>(
-        &mut self,
-        oid: OutputId<T>,
-        waker: &Waker,
-    ) -> (Poll<Result<T, JoinError>>, Option<TaskEntry>) {
-        let id = oid.id();
-        // A read id is never looked up again: its slot may hold another
-        // task by now (see `OutputId`).
-        let e = if oid.is_read() { None } else { self.get(id) };
-        let Some(e) = e else {
-            // Read already, or gone: the executor shut down and dropped it.
-            return (Poll::Ready(Err(JoinError::cancelled(id))), None);
-        };
-        let st = e.state();
-        if !st.is_complete() || st.is_running() {
-            e.task.set_join_waker(waker);
-            return (Poll::Pending, None);
-        }
-        // SAFETY: the entry holds a reference (cell alive); COMPLETE and not
-        // RUNNING: no poll or cancel is in progress and the stage holds the
-        // result; we are on the executor thread (`TaskSlab` is `!Send`); the
-        // `OutputId<T>` of this task says its output type is `T`.
-        let out = match unsafe { e.task.raw().take_result::<T>() } {
-            Some(result) => Poll::Ready(result),
-            None => Poll::Pending,
-        };
-        let entry = self.remove(id);
-        (out, Some(entry))
-    }
-
-    /// The join handle of `id` is dropped. Returns the entry if the task is
-    /// complete (the caller drops it, and with it the unread output).
-    pub(crate) fn join_drop(&mut self, id: TaskId) -> Option<TaskEntry> {
-        let e = self.get(id)?;
-        let complete = e.update(|st| {
-            st.set_join_interest(false);
-            st.is_complete() && !st.is_running()
-        });
-        drop(e.task.take_join_waker());
-        if complete {
-            Some(self.remove(id))
-        } else {
-            None
-        }
-    }
-
     /// Shutdown: removes every entry that is not being polled, with the
-    /// waker of its joiner (to wake: the join handle then reads Cancelled).
+    /// waker of its joiner (to wake: dropping the entry drops the future and
+    /// marks the cell complete and cancelled, which the join handle reads).
     pub(crate) fn drain(&mut self) -> Vec<Drained> {
         let keys: Vec<usize> = self
             .entries
@@ -493,7 +470,7 @@ impl TaskSlab {
             .collect();
         keys.into_iter()
             .map(|k| {
-                let id = TaskId::new(k as u32, self.entries[k].generation);
+                let id = self.entries[k].id();
                 let group = self.group_of(self.entries[k].task.header());
                 let join_waker = self.entries[k].task.take_join_waker();
                 let deliver = self.take_deliver(k);
@@ -536,7 +513,6 @@ impl TaskSlab {
         // `!Send`), the only one that touches the joiner's waker.
         let join_waker = unsafe { raw.take_join_waker() };
         let deliver = self.take_deliver(id.index() as usize);
-        let detached = if joined { None } else { Some(self.remove(id)) };
         Completion {
             deliver,
             done: Done {
@@ -547,7 +523,8 @@ impl TaskSlab {
                 panic,
             },
             join_waker,
-            detached,
+            entry: self.remove(id),
+            joined,
         }
     }
 }
@@ -712,8 +689,6 @@ mod tests {
         let mut s = TaskSlab::new(Arc::new(Remote::default()));
         let (a, _) = s.insert(async {}, 0, None);
         let a = a.id();
-        let e = s.join_drop(a);
-        assert!(e.is_none());
         // Complete it by hand through the harness.
         let cell = RefCell::new(s);
         let mut done = None;

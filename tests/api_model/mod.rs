@@ -23,8 +23,9 @@
 //! * `stats()` and `queue_stats()` agree with the model after every op:
 //!   per queue, spawned / completed / cancelled / panicked exactly, hence
 //!   spawned = completed + cancelled + panicked + live; the executor's
-//!   `live_tasks` (tasks not ended plus ended ones whose result waits in the
-//!   slab for a live join handle) and `live_groups`; the shares;
+//!   `live_tasks` (tasks not ended: an ended task's result waits in its
+//!   cell for the join handle, not in the executor) and `live_groups`; the
+//!   shares;
 //! * with `drain` on, once every gate has been opened often enough, every
 //!   task that was neither aborted nor scripted to panic completes (no task
 //!   lost);
@@ -906,13 +907,7 @@ impl Case {
         }
         let entries = tracks
             .iter()
-            .filter(|t| {
-                t.accepted.load(SeqCst)
-                    && (!t.ended()
-                        || (t.has_handle.load(SeqCst)
-                            && t.handle_alive.load(SeqCst)
-                            && !t.handle_read.load(SeqCst)))
-            })
+            .filter(|t| t.accepted.load(SeqCst) && !t.ended())
             .count();
         if stats.live_tasks != entries {
             self.world.violate(format!(
