@@ -29,5 +29,6 @@ pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
 pub use sched::{Las, RunnableFifo, Scheduler};
 pub use stats::{ExecutorStats, LatencyHistogram, QueueStats, Stall};
+pub use task::cache::trim_cell_cache;
 pub use task::id::{GroupId, TaskId};
 pub use yield_now::{should_yield, yield_maybe, yield_now, YieldNow};

@@ -14,9 +14,15 @@
 //!   16); a cell of another layout goes straight to the global allocator.
 //!   A cacheable cell is always allocated with its class's layout, from the
 //!   cache or not, so any block of a class can be freed into any cache.
-//! * At most [`MAX_CACHED_BYTES`] per thread; beyond that a freed cell goes
-//!   back to the global allocator. The cache's blocks are freed when its
-//!   thread exits.
+//! * At most [`MAX_CACHED_BYTES`] (32 MiB) per thread; beyond that a freed
+//!   cell goes back to the global allocator. The cache's blocks are freed
+//!   when its thread exits, or by [`trim_cell_cache`]. The bound is the
+//!   memory a thread keeps after its largest burst of tasks, as glibc keeps
+//!   freed memory that is not at the top of its heap. It was 8 MiB until a
+//!   process that alternated two bursts (50,000 cells of one class, 100,000
+//!   of another: 12 MiB together, `benches/compare.rs`) sent most cells of
+//!   the second to `malloc` and `free` each round: 60 against 50 ns per
+//!   spawned task.
 //! * A cell freed on another thread (its last waker dropped there) goes to
 //!   that thread's cache (or to the global allocator while that thread is
 //!   exiting).
@@ -30,7 +36,7 @@ const GRANULE: usize = 16;
 /// The largest cell size that is cached.
 pub(crate) const MAX_CACHED_SIZE: usize = 1024;
 /// The most memory one thread's cache keeps.
-pub(crate) const MAX_CACHED_BYTES: usize = 8 << 20;
+pub(crate) const MAX_CACHED_BYTES: usize = 32 << 20;
 const CLASSES: usize = MAX_CACHED_SIZE / GRANULE;
 
 /// Per class, a free list threaded through the free blocks themselves:
@@ -74,6 +80,13 @@ impl CellCache {
 
 impl Drop for CellCache {
     fn drop(&mut self) {
+        self.free_all();
+    }
+}
+
+impl CellCache {
+    /// Gives every cached block back to the global allocator.
+    fn free_all(&mut self) {
         for class in 0..CLASSES {
             let layout = class_layout(class);
             while let Some(p) = self.pop(class) {
@@ -120,6 +133,36 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
         .ok()
         .flatten();
     cached.unwrap_or_else(|| global_alloc(class_layout(class)))
+}
+
+/// Frees the task cells this thread's cache keeps (up to 32 MiB after a
+/// burst of tasks; see the README, "Memory") to the global
+/// allocator, and returns how many bytes that was. For a long-lived thread
+/// whose executor will not see such a burst again; the next spawns then
+/// allocate afresh.
+///
+/// ```
+/// let ex = tourbillon::Builder::new().queue("q", 1).build().unwrap();
+/// ex.block_on(async {
+///     let hs: Vec<_> = (0..1000).map(|i| ex.spawn("q", async move { i }).unwrap()).collect();
+///     for h in hs {
+///         h.await.unwrap();
+///     }
+/// });
+/// assert!(tourbillon::trim_cell_cache() > 0);
+/// assert_eq!(tourbillon::trim_cell_cache(), 0);
+/// ```
+pub fn trim_cell_cache() -> usize {
+    CACHE
+        .try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else {
+                return 0;
+            };
+            let bytes = c.bytes;
+            c.free_all();
+            bytes
+        })
+        .unwrap_or(0)
 }
 
 fn global_alloc(layout: Layout) -> NonNull<u8> {
