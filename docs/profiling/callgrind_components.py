@@ -35,8 +35,9 @@ RULES = [
      r"finish_grow|grow_one|grow_amortized|do_reserve|VecDeque<T,A>::grow$|::realloc"),
     ("task cell + poll harness",
      r"drop_in_place<(alloc::boxed::Box<)?tourbillon::task::raw::Cell"),
-    ("join (JoinHandle::poll/drop, join_poll, read_output)",
-     r"TypeId::of|raw_waker::wake|MainWaker|(set|take)_join_waker|join_waker_ptr"),
+    ("join (JoinHandle::poll/drop, JoinCell)",
+     r"TypeId::of|raw_waker::wake|MainWaker|(set|take)_join_waker|join_waker_ptr"
+     r"|JoinCell"),
     ("run loop (run_turn, run_queue, checkpoint, finish, EEVDF, block_on)",
      r"__udivti3|u128_div|SystemClock|Groups::leave|tourbillon::executor::run_loop"),
     ("RefCell borrow flags",
@@ -45,10 +46,9 @@ RULES = [
     ("future body + yield_now",
      r"^overhead_profile::workload::\{\{closure\}\}::\{\{closure\}\}::\{\{closure\}\}$"
      r"|YieldNow|try_fast_yield|yield_now"),
-    ("join (JoinHandle::poll/drop, join_poll, read_output)",
+    ("join (JoinHandle::poll/drop, JoinCell)",
      r"JoinHandle<T> as core::future|JoinHandle<T> as core::ops::drop"
-     r"|drop_in_place<tourbillon::join::JoinHandle|TaskSlab::join_poll"
-     r"|TaskSlab::join_drop|read_output"),
+     r"|drop_in_place<tourbillon::join::JoinHandle|take_result"),
     ("scheduler (QueueScheduler, RunnableFifo)",
      r"QueueScheduler|RunnableFifo|Queues::push|VecDeque"),
     ("slab (TaskSlab get/insert/remove, slab crate)",
