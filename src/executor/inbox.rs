@@ -341,12 +341,12 @@ mod loom_tests {
         // waker's count, the handle's bit) let go in any order: the cell is
         // freed exactly once, by the last, and the counted reference to the
         // remote taken for the waker is given back.
-        use crate::task::raw::DEALLOCS;
+        use crate::task::raw::deallocs;
         use crate::task::slab::TaskSlab;
         use std::task::Poll;
 
         loom::model(|| {
-            let before = DEALLOCS.load(Ordering::SeqCst);
+            let before = deallocs();
             let remote = std::sync::Arc::new(Remote::default());
             let mut slab = TaskSlab::new(remote.clone());
             let (cell, _) = slab.insert_joined(std::future::pending::<u32>(), 0, None);
@@ -362,7 +362,7 @@ mod loom_tests {
             }
             drop(cell);
             t.join().unwrap();
-            assert_eq!(DEALLOCS.load(Ordering::SeqCst) - before, 1, "freed once");
+            assert_eq!(deallocs() - before, 1, "freed once");
             assert_eq!(
                 std::sync::Arc::strong_count(&remote),
                 1,
@@ -380,7 +380,7 @@ mod loom_tests {
         // side lets go last; the future is dropped exactly once, on the
         // executor's thread; the counted reference to the remote that the
         // cell takes when the slab lets go before the waker is given back.
-        use crate::task::raw::DEALLOCS;
+        use crate::task::raw::deallocs;
         use crate::task::slab::TaskSlab;
         use std::sync::atomic::AtomicUsize as StdCount;
 
@@ -393,7 +393,7 @@ mod loom_tests {
         }
 
         loom::model(|| {
-            let before = DEALLOCS.load(Ordering::SeqCst);
+            let before = deallocs();
             let drops_before = FUTURE_DROPS.load(Ordering::SeqCst);
             let remote = std::sync::Arc::new(Remote::default());
             let mut slab = TaskSlab::new(remote.clone());
@@ -420,7 +420,7 @@ mod loom_tests {
             drop(slab); // drops the future here, then gives up the reference
             t.join().unwrap();
             assert_eq!(FUTURE_DROPS.load(Ordering::SeqCst) - drops_before, 1);
-            assert_eq!(DEALLOCS.load(Ordering::SeqCst) - before, 1, "freed once");
+            assert_eq!(deallocs() - before, 1, "freed once");
             remote.drain_into(&mut out, &mut Vec::new());
             assert!(out.len() <= 1, "two wakes enqueued the task twice");
             assert_eq!(

@@ -1029,9 +1029,21 @@ unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
     // contents were just dropped, and nothing refers to it any more.
     unsafe { cache::release(cell.cast::<u8>(), Layout::new::<Cell<F>>()) };
     #[cfg(all(test, tourbillon_loom))]
-    DEALLOCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    DEALLOCS.with(|n| n.set(n.get() + 1));
 }
 
-/// Cells freed, counted for the loom models (exactly once per task).
 #[cfg(all(test, tourbillon_loom))]
-pub(crate) static DEALLOCS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+std::thread_local! {
+    /// Cells freed, counted for the loom models (exactly once per task).
+    /// Per OS thread: loom runs a model's threads on the test's own OS
+    /// thread, and the test harness runs tests on different ones, so one
+    /// model never counts another's cells (a shared counter did, when two
+    /// models ran at once in CI).
+    pub(crate) static DEALLOCS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Cells freed on this thread so far (loom models).
+#[cfg(all(test, tourbillon_loom))]
+pub(crate) fn deallocs() -> usize {
+    DEALLOCS.with(std::cell::Cell::get)
+}
