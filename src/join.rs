@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::error::JoinError;
-use crate::executor::inbox::RemoteOp;
+use crate::executor::abort_task;
 use crate::task::id::TaskId;
 use crate::task::raw::JoinCell;
 
@@ -56,7 +56,7 @@ impl<T: 'static> JoinHandle<T> {
             // The executor drops the task at its next poll boundary (or, if
             // it is being polled, when its poll returns, seeing the bit).
             if let Some(remote) = self.cell.remote_if_live() {
-                let _ = remote.push_op(RemoteOp::Abort(self.cell.id()));
+                abort_task(remote, self.cell.id());
             }
         }
     }
