@@ -93,6 +93,12 @@ pub(crate) struct RunState {
     /// Tasks the run took from its queue's scheduler and has not polled
     /// yet ([`Held`]), for the queue's `runnable_tasks`.
     pub(crate) held: Cell<usize>,
+    /// The call site of the next poll ([`RawTask::poll`]): flipped at every
+    /// poll and kept across runs, so that two tasks polled in turn keep
+    /// one site each whatever the length of the runs.
+    ///
+    /// [`RawTask::poll`]: crate::task::raw::RawTask::poll
+    pub(crate) second_site: Cell<bool>,
     /// The batch [`Held`] takes ids into: here rather than in `Held`, so
     /// that a run neither initialises nor moves it (a run of one poll, as
     /// in a ping-pong, paid 90 instructions for that; callgrind).
@@ -234,6 +240,7 @@ impl Core {
         // not make the executor spin on an empty queue).
         let mut drained = false;
         let mut held = Held::new(self, q);
+        let mut site = r.second_site.get();
         // The record of a task that ended (`poll_task`).
         let mut done = None;
         loop {
@@ -255,12 +262,13 @@ impl Core {
             };
             #[cfg(feature = "tracing")]
             let poll_span = tracing::trace_span!("poll", queue = q, task = %id).entered();
-            let polled = poll_task(&self.tasks, id, propagate, defer_yields, &mut done);
+            let polled = poll_task(&self.tasks, id, propagate, defer_yields, site, &mut done);
             #[cfg(feature = "tracing")]
             drop(poll_span);
             if let Polled::Stale = polled {
                 continue;
             }
+            site = !site;
             polls += 1;
             // `countdown >= 1` before every poll (see `countdown`).
             let countdown = r.countdown.get() - 1;
@@ -337,6 +345,7 @@ impl Core {
             }
         }
         held.put_back();
+        r.second_site.set(site);
         self.queues.borrow_mut().list[q].counters.polls += polls;
         self.counters.polls.set(self.counters.polls.get() + polls);
         let turn_over = self.end_run(q, drained);

@@ -27,12 +27,12 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::Waker;
 
 use slab::Slab;
 
 use super::id::{GroupId, TaskId};
-use super::raw::{Finish, Header, JoinCell, OwnedTask, RawTask};
+use super::raw::{Finish, Header, JoinCell, OwnedTask, PollCode, RawTask};
 use super::state::{State, TransitionToScheduled};
 use crate::error::JoinError;
 use crate::executor::context;
@@ -567,6 +567,7 @@ pub(crate) enum Next {
 /// Polls task `id` once (or cancels it, if it was aborted while queued).
 /// The slab is not borrowed while the future runs. With `defer_yields`, a
 /// task that yields through `yield_now` is deferred instead of requeued.
+/// `second_site` picks the call site of the poll ([`RawTask::poll`]).
 /// When the task ends, its record goes to `done` and `Polled::Done` is
 /// returned.
 #[inline(always)]
@@ -575,6 +576,7 @@ pub(crate) fn poll_task(
     id: TaskId,
     take_panic: bool,
     defer_yields: bool,
+    second_site: bool,
     done: &mut Option<Done>,
 ) -> Polled {
     let (raw, cancelled) = {
@@ -593,67 +595,79 @@ pub(crate) fn poll_task(
         e.task.header().set_state(st);
         (e.task.raw(), st.is_cancelled())
     };
-    let mut cancelled_now = cancelled;
-    let mut yielded = false;
     let finish = if cancelled {
         // SAFETY: RUNNING is set (the entry stays, nothing else touches the
         // stage), the stage is Running (not COMPLETE), executor thread.
-        Some(unsafe { raw.cancel() })
+        unsafe { raw.cancel() }
     } else {
         context::begin_poll(raw.header_addr());
         // SAFETY: as above.
-        let res = unsafe { raw.poll() };
-        yielded = context::end_poll();
-        match res {
-            Poll::Ready(f) => Some(f),
-            Poll::Pending => None,
+        let code = unsafe { raw.poll(second_site) };
+        let yielded = context::end_poll();
+        // The byte itself, not a `Poll` made of it: the two call sites'
+        // results meet here, and the compiler re-checks a byte turned into
+        // an enum there (nine instructions per poll; callgrind).
+        if code == PollCode::PENDING {
+            return settle_pending(slab, id, raw, yielded, defer_yields, done);
         }
+        code.finish()
     };
     let panic = match finish {
         // SAFETY: RUNNING is still set; the stage is Finished.
-        Some(Finish::Panicked) if take_panic => unsafe { raw.take_panic() },
+        Finish::Panicked if take_panic => unsafe { raw.take_panic() },
         _ => None,
     };
-    let Some(f) = finish else {
-        // SAFETY: RUNNING is still set, so the entry (and with it the
-        // slab's reference to the cell) stays for this block: the header is
-        // read without borrowing the slab again.
-        let header = unsafe { raw.header_unbound() };
-        let mut st = header.state();
-        if st.is_cancelled() {
-            // Aborted during its own poll: drop it now, unpolled.
-            cancelled_now = true;
-            // SAFETY: RUNNING is still set: the entry stays and nothing else
-            // touches the stage; the stage is Running; executor thread.
-            let f = unsafe { raw.cancel() };
-            let c = slab.borrow_mut().complete(id, raw, f, None, cancelled_now);
-            *done = Some(c.settle());
-            return Polled::Done;
-        }
-        st.set_running(false);
-        let next = if st.is_notified() {
-            st.set_notified(false);
-            st.set_scheduled(true);
-            Next::Requeue
-        } else if yielded {
-            st.set_scheduled(true);
-            if defer_yields {
-                Next::Defer
-            } else {
-                Next::Requeue
-            }
-        } else {
-            Next::Wait
-        };
-        header.set_state(st);
-        return Polled::Pending {
-            keyed: st.is_keyed(),
-            next,
-        };
-    };
-    let c = slab.borrow_mut().complete(id, raw, f, panic, cancelled_now);
+    let c = slab
+        .borrow_mut()
+        .complete(id, raw, finish, panic, cancelled);
     *done = Some(c.settle());
     Polled::Done
+}
+
+/// The end of [`poll_task`] for a poll that returned `Pending`.
+#[inline(always)]
+fn settle_pending(
+    slab: &RefCell<TaskSlab>,
+    id: TaskId,
+    raw: RawTask,
+    yielded: bool,
+    defer_yields: bool,
+    done: &mut Option<Done>,
+) -> Polled {
+    // SAFETY: RUNNING is still set, so the entry (and with it the slab's
+    // reference to the cell) stays for this block: the header is read
+    // without borrowing the slab again.
+    let header = unsafe { raw.header_unbound() };
+    let mut st = header.state();
+    if st.is_cancelled() {
+        // Aborted during its own poll: drop it now, unpolled.
+        // SAFETY: RUNNING is still set: the entry stays and nothing else
+        // touches the stage; the stage is Running; executor thread.
+        let f = unsafe { raw.cancel() };
+        let c = slab.borrow_mut().complete(id, raw, f, None, true);
+        *done = Some(c.settle());
+        return Polled::Done;
+    }
+    st.set_running(false);
+    let next = if st.is_notified() {
+        st.set_notified(false);
+        st.set_scheduled(true);
+        Next::Requeue
+    } else if yielded {
+        st.set_scheduled(true);
+        if defer_yields {
+            Next::Defer
+        } else {
+            Next::Requeue
+        }
+    } else {
+        Next::Wait
+    };
+    header.set_state(st);
+    Polled::Pending {
+        keyed: st.is_keyed(),
+        next,
+    }
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
@@ -692,7 +706,10 @@ mod tests {
         // Complete it by hand through the harness.
         let cell = RefCell::new(s);
         let mut done = None;
-        assert_eq!(poll_task(&cell, a, false, false, &mut done), Polled::Done);
+        assert_eq!(
+            poll_task(&cell, a, false, false, false, &mut done),
+            Polled::Done
+        );
         assert!(done.is_some());
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
@@ -703,5 +720,52 @@ mod tests {
         assert!(s.get(a).is_none());
         assert!(s.get(b).is_some());
         assert!(s.wake(a).is_none());
+    }
+
+    /// Both call sites of a poll ([`RawTask::poll`]) report `Pending`, an
+    /// output and a panic alike.
+    #[test]
+    fn both_call_sites_report_pending_output_and_panic() {
+        for second_site in [false, true] {
+            let mut s = TaskSlab::new(Arc::new(Remote::default()));
+            let mut first = true;
+            let pend_once = std::future::poll_fn(move |_| {
+                if std::mem::take(&mut first) {
+                    std::task::Poll::Pending
+                } else {
+                    std::task::Poll::Ready(7)
+                }
+            });
+            let (a, _) = s.insert(pend_once, 0, None);
+            let (b, _) = s.insert(async { panic!("boom") }, 0, None);
+            let (a, b) = (a.id(), b.id());
+            let cell = RefCell::new(s);
+            let mut done = None;
+            let polled = poll_task(&cell, a, true, false, second_site, &mut done);
+            assert_eq!(
+                polled,
+                Polled::Pending {
+                    keyed: false,
+                    next: Next::Wait
+                }
+            );
+            assert!(done.is_none());
+            // Runnable again, as a wake would leave it.
+            cell.borrow()
+                .get(a)
+                .unwrap()
+                .update(|st| st.set_scheduled(true));
+            let polled = poll_task(&cell, a, true, false, second_site, &mut done);
+            assert_eq!(polled, Polled::Done);
+            let d = done.take().unwrap();
+            assert_eq!(d.finish, Finish::Output);
+            assert!(d.panic.is_none());
+            let polled = poll_task(&cell, b, true, false, second_site, &mut done);
+            assert_eq!(polled, Polled::Done);
+            let d = done.take().unwrap();
+            assert_eq!(d.finish, Finish::Panicked);
+            let payload = d.panic.expect("the payload, asked for");
+            assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+        }
     }
 }
