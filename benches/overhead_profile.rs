@@ -24,16 +24,25 @@ const TASKS: usize = 50_000;
 
 #[inline(never)]
 fn workload(ex: &tourbillon::Executor<u8>, yields: usize) {
+    // As `benches/overhead.rs` spawns: through one `QueueHandle` per
+    // queue, without a division per spawn when there is one queue.
+    let handles: Vec<_> = ex
+        .queue_keys()
+        .iter()
+        .map(|&q| ex.queue(q).unwrap())
+        .collect();
+    let n = handles.len();
     ex.block_on(async {
         let hs: Vec<_> = (0..TASKS)
             .map(|i| {
-                ex.spawn((i % ex.queue_keys().len()) as u8, async move {
-                    for _ in 0..yields {
-                        tourbillon::yield_now().await;
-                    }
-                    i
-                })
-                .unwrap()
+                handles[if n == 1 { 0 } else { i % n }]
+                    .spawn(async move {
+                        for _ in 0..yields {
+                            tourbillon::yield_now().await;
+                        }
+                        i
+                    })
+                    .unwrap()
             })
             .collect();
         for h in hs {
