@@ -292,10 +292,16 @@ impl TaskSlab {
         // Ids and group ids hold indexes below 2^31 (a 2^31st live
         // task would need hundreds of gigabytes).
         assert!(index < 1 << 31, "tourbillon: more than 2^31 live tasks");
-        if index >= self.generations.len() {
-            self.generations.resize(index + 1, 0);
-        }
-        let generation = self.generations[index];
+        // A new slot is always the next one (`Slab` hands out its free
+        // slots first, then its length), so a push grows the table.
+        let generation = match self.generations.get(index) {
+            Some(&g) => g,
+            None => {
+                debug_assert_eq!(index, self.generations.len());
+                self.generations.push(0);
+                0
+            }
+        };
         let id = TaskId::new(index as u32, generation);
         let keyed = group.is_some_and(|g| !g.is_task_group());
         let group = match group {
