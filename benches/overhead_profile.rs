@@ -12,7 +12,8 @@
 //! `--toggle-collect=overhead_profile::spawn_empty`).
 //!
 //! `pingpong N Q` instead runs `compare`'s W4 workload once: two tasks on
-//! queue 0 and queue `1 % Q` of `Q` queues (default 1), `N` round trips
+//! queue 0 and queue `1 % Q` of `Q` queues (default 1; shares 1:2:3:...,
+//! as `compare`'s "4 queues" system since the sixth session, equal before), `N` round trips
 //! (default 100,000) over two
 //! `futures::channel::mpsc::channel(1)` (collect with
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
@@ -164,9 +165,10 @@ fn main() {
     if nth(1) == Some("pingpong") {
         let trips = nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000);
         let queues: u8 = nth(3).and_then(|a| a.parse().ok()).unwrap_or(1);
+        // Shares 1:2:3:... as `compare`'s "4 queues" system.
         let mut b = tourbillon::Builder::new();
         for q in 0..queues.max(1) {
-            b = b.queue(q, 1);
+            b = b.queue(q, q as u32 + 1);
         }
         pingpong(&b.build().unwrap(), trips);
         return;
