@@ -311,13 +311,9 @@ impl Eevdf {
     /// R6: queue `i` goes from empty to non-empty.
     pub(crate) fn place(&mut self, i: usize) {
         debug_assert!(!self.ents[i].runnable);
-        let v_avg = self.avg_vruntime();
-        let others: i128 = self
-            .ents
-            .iter()
-            .filter(|e| e.runnable)
-            .map(|e| e.weight as i128)
-            .sum();
+        // `i` is not runnable yet: the load of the sums is the others'.
+        let sums = self.weighted_sums();
+        let (v_avg, others) = (self.avg_of(sums), sums.1);
         let e = &mut self.ents[i];
         let vslice = e.vslice();
         if others == 0 {
