@@ -13,8 +13,8 @@
 //!
 //! `pingpong N Q` instead runs `compare`'s W4 workload once: two tasks on
 //! queue 0 and queue `1 % Q` of `Q` queues (default 1; shares 1:2:3:...,
-//! as `compare`'s "4 queues" system since the sixth session, equal before), `N` round trips
-//! (default 100,000) over two
+//! as `compare`'s "4 queues" system, since `c84776b`; equal before), `N`
+//! round trips (default 100,000) over two
 //! `futures::channel::mpsc::channel(1)` (collect with
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
 //! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
