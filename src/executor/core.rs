@@ -341,7 +341,7 @@ impl Core {
     /// scheduler and has not polled yet, or requeued and not pushed yet.
     fn held(&self, q: usize) -> usize {
         if self.run.queue.get() == Some(q) {
-            self.run.held.get() + self.run.tail.len()
+            self.run.batch_len.get() - self.run.batch_pos.get() + self.run.tail.len()
         } else {
             0
         }

@@ -37,7 +37,7 @@ use super::batch::{Batch, Held, Tail};
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
 use crate::stats::Stall;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::TaskId;
 use crate::task::raw::Finish;
 use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
 
@@ -90,9 +90,11 @@ pub(crate) struct RunState {
     pub(crate) preempt_at: Cell<Option<u64>>,
     /// `should_yield` told the task to yield: end the run after this poll.
     pub(crate) end_requested: Cell<bool>,
-    /// Tasks the run took from its queue's scheduler and has not polled
-    /// yet ([`Held`]), for the queue's `runnable_tasks`.
-    pub(crate) held: Cell<usize>,
+    /// The run's batch ([`Held`]): ids from `batch_pos` to `batch_len`
+    /// were taken from the running queue's scheduler and not polled yet
+    /// (counted in the queue's `runnable_tasks`).
+    pub(crate) batch_pos: Cell<usize>,
+    pub(crate) batch_len: Cell<usize>,
     /// The call site of the next poll ([`RawTask::poll`]): flipped at every
     /// poll and kept across runs, so that two tasks polled in turn keep
     /// one site each whatever the length of the runs.
@@ -234,15 +236,22 @@ impl Core {
         // when the run ends.
         let _marker = super::context::begin_run();
         let mut panic = None;
-        let mut polls = 0u64;
         // `pop` returned `None`: the queue has nothing to run, whatever its
         // scheduler's `len` says (a scheduler that breaks the contract must
         // not make the executor spin on an empty queue).
         let mut drained = false;
+        // A `RunnableFifo` (no `polled` to call) with no ready stamp to
+        // record: a task runnable again goes behind the queued ones through
+        // the run's tail.
+        // Not nested (a yield is requeued, not deferred to the host's next
+        // turn), so a woken and a yielded task alike.
+        let fifo_requeue = !(tell_polled || defer_yields || (observe && self.cfg.latency));
         let mut held = Held::new(self, q);
-        let mut site = r.second_site.get();
         // The record of a task that ended (`poll_task`).
         let mut done = None;
+        // Few values live across the poll (the call clobbers the others):
+        // the site and the poll count are in `RunState`, the batch bounds
+        // in `Held`'s cells (PROFILING.md, "Applied in the seventh session").
         loop {
             let Some(id) = held.next() else {
                 drained = true;
@@ -262,15 +271,16 @@ impl Core {
             };
             #[cfg(feature = "tracing")]
             let poll_span = tracing::trace_span!("poll", queue = q, task = %id).entered();
-            let polled = poll_task(&self.tasks, id, propagate, defer_yields, site, &mut done);
+            let site = r.second_site.get();
+            let polled = poll_task(&self.tasks, id, propagate, site, &mut done);
             #[cfg(feature = "tracing")]
             drop(poll_span);
             if let Polled::Stale = polled {
                 continue;
             }
-            site = !site;
-            polls += 1;
-            // `countdown >= 1` before every poll (see `countdown`).
+            r.second_site.set(!site);
+            // `countdown >= 1` before every poll (see `countdown`); the
+            // checkpoint counts the polls since the last one.
             let countdown = r.countdown.get() - 1;
             r.countdown.set(countdown);
             if precise || countdown == 0 {
@@ -293,46 +303,19 @@ impl Core {
             }
             let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
             match polled {
-                Polled::Pending { next, .. }
-                    if !tell_polled && next == Next::Requeue && !(observe && self.cfg.latency) =>
-                {
-                    // A `RunnableFifo` (no `polled` to call; no ready stamp
-                    // to record): behind the queued tasks, through the tail.
-                    self.requeue_fifo(id);
-                }
-                Polled::Pending { keyed, next } => {
-                    // The contract: `polled` after every poll, then the
-                    // push of a task runnable again, in one dispatch. The
-                    // running queue is runnable for the whole run (it
-                    // departs only in `end_run`), so a requeue cannot
-                    // activate it: no activation check here. A waiting
-                    // task of a scheduler that ignores `polled` needs no
-                    // call at all.
-                    if tell_polled || next == Next::Requeue {
-                        let group = if keyed {
-                            self.tasks.borrow().keyed_group(id)
-                        } else {
-                            GroupId::task(id.index())
-                        };
-                        self.queues.borrow_mut().list[q].sched.polled_pending(
-                            id,
-                            group,
-                            sched_elapsed,
-                            next == Next::Requeue,
-                        );
-                    }
-                    if next == Next::Defer {
-                        self.deferred.borrow_mut().push(id);
-                    }
-                    if observe && self.cfg.latency && next != Next::Wait {
-                        // Runnable again from the end of this poll.
-                        let end = this_start + elapsed.unwrap_or(0);
-                        self.tasks.borrow_mut().set_ready(id, end);
-                    }
+                // Waiting for a wake, and no `polled` to tell: nothing to do.
+                Polled::Pending(Next::Wait) if !tell_polled => {}
+                Polled::Pending(_) if fifo_requeue => self.requeue_fifo(id),
+                Polled::Pending(next) => {
+                    let end = observe.then(|| this_start + elapsed.unwrap_or(0));
+                    self.pending_again(q, id, next, sched_elapsed, tell_polled, end);
                 }
                 Polled::Done => {
                     if let Some(done) = done.take() {
                         panic = self.finish(id, done, sched_elapsed, true);
+                        if panic.is_some() {
+                            break;
+                        }
                     }
                 }
                 Polled::Stale => unreachable!("handled above"),
@@ -340,19 +323,54 @@ impl Core {
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
             }
-            if panic.is_some() || r.stop.get() {
+            if r.stop.get() {
                 break;
             }
         }
         held.put_back();
-        r.second_site.set(site);
-        self.queues.borrow_mut().list[q].counters.polls += polls;
-        self.counters.polls.set(self.counters.polls.get() + polls);
         let turn_over = self.end_run(q, drained);
         if let Some(p) = panic {
             resume_unwind(p);
         }
         turn_over
+    }
+
+    /// A task of queue `q` is pending after its poll and not requeued
+    /// through the run's tail: `polled` for a scheduler that wants it, the
+    /// push of a task runnable again (the contract: both in one dispatch),
+    /// the deferral of a yield while nested, the ready stamp (`ready_at`,
+    /// the end of the poll) for the latency histogram. Out of line: the
+    /// headline's polls never come here, and inlined it made the run loop
+    /// spill more of its values (callgrind).
+    #[inline(never)]
+    fn pending_again(
+        &self,
+        q: usize,
+        id: TaskId,
+        next: Next,
+        elapsed: Option<Duration>,
+        tell_polled: bool,
+        ready_at: Option<u64>,
+    ) {
+        let defer = next == Next::Yield && self.nested.get();
+        let requeue = next != Next::Wait && !defer;
+        // The running queue is runnable for the whole run (it departs only
+        // in `end_run`), so a requeue cannot activate it: no activation
+        // check here. A waiting task of a scheduler that ignores `polled`
+        // needs no call at all.
+        if tell_polled || requeue {
+            let group = self.tasks.borrow().group_of_id(id);
+            self.queues.borrow_mut().list[q]
+                .sched
+                .polled_pending(id, group, elapsed, requeue);
+        }
+        if defer {
+            self.deferred.borrow_mut().push(id);
+        }
+        if let (Some(end), true, false) = (ready_at, self.cfg.latency, next == Next::Wait) {
+            // Runnable again from the end of this poll.
+            self.tasks.borrow_mut().set_ready(id, end);
+        }
     }
 
     /// Ends the run of `q`: charges the rest, departs if empty (R7).
@@ -385,6 +403,9 @@ impl Core {
         r.last_ns.set(now);
         let polls = r.countdown_set.get() - r.countdown.get();
         r.polls_left.set(r.polls_left.get().saturating_sub(polls));
+        self.counters
+            .polls
+            .set(self.counters.polls.get() + u64::from(polls));
         {
             let mut qs = self.queues.borrow_mut();
             if qs.eevdf.charge(q, delta) {
@@ -392,6 +413,7 @@ impl Core {
             }
             let st = &mut qs.list[q];
             st.counters.service_ns += delta;
+            st.counters.polls += u64::from(polls);
             if polls > 0 {
                 let per = delta / polls as u64;
                 st.poll_cost_ns = if st.poll_cost_ns == 0 {

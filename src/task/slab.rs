@@ -107,7 +107,7 @@ pub(crate) struct TaskSlab {
     remote_ptr: NonNull<Remote>,
 }
 
-/// How a poll (or a cancellation) ended. Two bytes, returned in a
+/// How a poll (or a cancellation) ended. One or two bytes, returned in a
 /// register: the record of a task that ended goes to the caller's slot
 /// ([`poll_task`]), so that the pending case, five polls in six of the
 /// headline workload, neither builds nor matches a large enum (callgrind;
@@ -116,10 +116,10 @@ pub(crate) struct TaskSlab {
 pub(crate) enum Polled {
     /// The id is stale (the task ended): nothing was polled.
     Stale,
-    /// The task is still pending; `next` says what the run loop does with it.
-    /// `keyed`: the task's group is a keyed one ([`TaskSlab::keyed_group`]),
-    /// else its own ([`GroupId::task`] of its index).
-    Pending { keyed: bool, next: Next },
+    /// The task is still pending; the [`Next`] says what the run loop does
+    /// with it. (Its group, which only a scheduler other than
+    /// `RunnableFifo` needs, is looked up there: [`TaskSlab::group_of_id`].)
+    Pending(Next),
     /// The task ended; its record is in the caller's slot.
     Done,
 }
@@ -390,9 +390,13 @@ impl TaskSlab {
         group_of(&self.keyed, header)
     }
 
-    /// The keyed group of live task `id`, spawned in one (`KEYED`).
-    pub(crate) fn keyed_group(&self, id: TaskId) -> GroupId {
-        GroupId::keyed(self.keyed[id.index() as usize])
+    /// The group of live task `id`: its keyed group if it was spawned in
+    /// one (`KEYED`), else its own.
+    pub(crate) fn group_of_id(&self, id: TaskId) -> GroupId {
+        match self.get(id) {
+            Some(e) => self.group_of(e.task.header()),
+            None => GroupId::task(id.index()),
+        }
     }
 
     pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
@@ -562,18 +566,19 @@ fn group_of(keyed: &[u32], header: &Header) -> GroupId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Next {
     /// Wait for a wake.
-    Wait,
-    /// Woken (or yielded) during its poll: push it to its scheduler now.
-    Requeue,
-    /// Yielded while nested: hold it until the next host turn (the state
-    /// already says SCHEDULED, so wakes in between are merged).
-    Defer,
+    Wait = 0,
+    /// Woken during its poll: push it to its scheduler now.
+    Requeue = 1,
+    /// Yielded through `yield_now`: push it to its scheduler now, or, when
+    /// the executor is nested in a host runtime, hold it until the host's
+    /// next turn (the state already says SCHEDULED, so wakes in between
+    /// are merged).
+    Yield = 2,
 }
 
 /// Polls task `id` once (or cancels it, if it was aborted while queued).
-/// The slab is not borrowed while the future runs. With `defer_yields`, a
-/// task that yields through `yield_now` is deferred instead of requeued.
-/// `second_site` picks the call site of the poll ([`RawTask::poll`]).
+/// The slab is not borrowed while the future runs. A task that yielded
+/// through `yield_now` comes back as [`Next::Yield`]. `second_site` picks the call site of the poll ([`RawTask::poll`]).
 /// When the task ends, its record goes to `done` and `Polled::Done` is
 /// returned.
 #[inline(always)]
@@ -581,7 +586,6 @@ pub(crate) fn poll_task(
     slab: &RefCell<TaskSlab>,
     id: TaskId,
     take_panic: bool,
-    defer_yields: bool,
     second_site: bool,
     done: &mut Option<Done>,
 ) -> Polled {
@@ -592,6 +596,9 @@ pub(crate) fn poll_task(
         let Some(e) = s.get(id) else {
             return Polled::Stale;
         };
+        // Read before the state is written: the compiler cannot tell that
+        // the write leaves the entry alone, and would read it again.
+        let raw = e.task.raw();
         let mut st = e.state();
         if st.is_complete() || st.is_running() {
             return Polled::Stale;
@@ -599,7 +606,7 @@ pub(crate) fn poll_task(
         st.set_scheduled(false);
         st.set_running(true);
         e.task.header().set_state(st);
-        (e.task.raw(), st.is_cancelled())
+        (raw, st.is_cancelled())
     };
     let finish = if cancelled {
         // SAFETY: RUNNING is set (the entry stays, nothing else touches the
@@ -614,7 +621,7 @@ pub(crate) fn poll_task(
         // results meet here, and the compiler re-checks a byte turned into
         // an enum there (nine instructions per poll; callgrind).
         if code == PollCode::PENDING {
-            return settle_pending(slab, id, raw, yielded, defer_yields, done);
+            return settle_pending(slab, id, raw, yielded, done);
         }
         code.finish()
     };
@@ -637,7 +644,6 @@ fn settle_pending(
     id: TaskId,
     raw: RawTask,
     yielded: bool,
-    defer_yields: bool,
     done: &mut Option<Done>,
 ) -> Polled {
     // SAFETY: RUNNING is still set, so the entry (and with it the slab's
@@ -661,19 +667,12 @@ fn settle_pending(
         Next::Requeue
     } else if yielded {
         st.set_scheduled(true);
-        if defer_yields {
-            Next::Defer
-        } else {
-            Next::Requeue
-        }
+        Next::Yield
     } else {
         Next::Wait
     };
     header.set_state(st);
-    Polled::Pending {
-        keyed: st.is_keyed(),
-        next,
-    }
+    Polled::Pending(next)
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
@@ -712,10 +711,7 @@ mod tests {
         // Complete it by hand through the harness.
         let cell = RefCell::new(s);
         let mut done = None;
-        assert_eq!(
-            poll_task(&cell, a, false, false, false, &mut done),
-            Polled::Done
-        );
+        assert_eq!(poll_task(&cell, a, false, false, &mut done), Polled::Done);
         assert!(done.is_some());
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
@@ -747,26 +743,20 @@ mod tests {
             let (a, b) = (a.id(), b.id());
             let cell = RefCell::new(s);
             let mut done = None;
-            let polled = poll_task(&cell, a, true, false, second_site, &mut done);
-            assert_eq!(
-                polled,
-                Polled::Pending {
-                    keyed: false,
-                    next: Next::Wait
-                }
-            );
+            let polled = poll_task(&cell, a, true, second_site, &mut done);
+            assert_eq!(polled, Polled::Pending(Next::Wait));
             assert!(done.is_none());
             // Runnable again, as a wake would leave it.
             cell.borrow()
                 .get(a)
                 .unwrap()
                 .update(|st| st.set_scheduled(true));
-            let polled = poll_task(&cell, a, true, false, second_site, &mut done);
+            let polled = poll_task(&cell, a, true, second_site, &mut done);
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Output);
             assert!(d.panic.is_none());
-            let polled = poll_task(&cell, b, true, false, second_site, &mut done);
+            let polled = poll_task(&cell, b, true, second_site, &mut done);
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Panicked);
