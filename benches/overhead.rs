@@ -5,7 +5,13 @@
 //! tasks that each `yield_now().await` 5 times, and await every join handle
 //! in spawn order. Each system uses its own `yield_now`.
 //!
-//! Systems, alternated round by round in one process (A B C D A B C D ...):
+//! Systems, alternated round by round in one process (A B C D A B C D ...).
+//! A round is not independent of the one before it: after tokio's round
+//! glibc has handed much of the freed heap back to the kernel, and the
+//! next round (tourbillon's one queue) pays a page fault for each page it
+//! touches afresh (PROFILING.md, findings 7 and 14). The last column gives
+//! the median of each system's minor page faults per round (the whole
+//! round: runtime built, run and dropped).
 //! * `tokio LocalSet`: tokio `current_thread` runtime + `LocalSet`,
 //!   `spawn_local`, `tokio::task::yield_now` (the baseline, ratio 1.00);
 //! * `tourbillon 1 queue`: standalone `block_on`, one `RunnableFifo` queue;
@@ -159,6 +165,8 @@ struct Series {
     name: &'static str,
     run: Box<dyn Fn(usize) -> Duration>,
     samples: Vec<f64>,
+    /// Minor page faults per round.
+    faults: Vec<f64>,
 }
 
 fn main() {
@@ -178,36 +186,43 @@ fn main() {
             name: "tokio LocalSet",
             run: Box::new(tokio_localset),
             samples: vec![],
+            faults: vec![],
         },
         Series {
             name: "tourbillon 1 queue",
             run: Box::new(|n| tourbillon_standalone(1, n)),
             samples: vec![],
+            faults: vec![],
         },
         Series {
             name: "tourbillon nested in tokio",
             run: Box::new(tourbillon_nested),
             samples: vec![],
+            faults: vec![],
         },
         Series {
             name: "tourbillon 4 queues 1:2:3:4",
             run: Box::new(|n| tourbillon_standalone(4, n)),
             samples: vec![],
+            faults: vec![],
         },
         Series {
             name: "tourbillon Las exact 1 queue",
             run: Box::new(|n| tourbillon_las(Sched::Las, n)),
             samples: vec![],
+            faults: vec![],
         },
         Series {
             name: "tourbillon Las 1 queue",
             run: Box::new(|n| tourbillon_las(Sched::LasQuantized, n)),
             samples: vec![],
+            faults: vec![],
         },
         Series {
             name: "tourbillon 1 queue, histograms + stall detector",
             run: Box::new(|n| tourbillon_las(Sched::Observed, n)),
             samples: vec![],
+            faults: vec![],
         },
     ];
     println!(
@@ -220,27 +235,32 @@ fn main() {
     }
     for _ in 0..rounds {
         for s in series.iter_mut() {
+            let before = common::minor_faults();
             let d = (s.run)(tasks);
+            s.faults.push((common::minor_faults() - before) as f64);
             s.samples.push(d.as_secs_f64() * 1e3);
         }
     }
     let base = median(&series[0].samples);
     let one_queue = median(&series[1].samples);
     println!();
-    println!("| system | median ms | min ms | max ms | ns/task | ratio to tokio LocalSet |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| system | median ms | min ms | max ms | ns/task | ratio to tokio LocalSet | page faults per round |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for s in &series {
         let m = median(&s.samples);
         let min = s.samples.iter().cloned().fold(f64::INFINITY, f64::min);
         let max = s.samples.iter().cloned().fold(0.0, f64::max);
         println!(
-            "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.3} |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.3} | {:.0} |",
             s.name,
             m,
             min,
             max,
             m * 1e6 / tasks as f64,
-            m / base
+            m / base,
+            median(&s.faults)
         );
     }
     let four = median(&series[3].samples);
