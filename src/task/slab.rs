@@ -154,20 +154,29 @@ impl Completion {
     /// slab released: all may run user code.
     #[inline(always)]
     fn settle(self) -> Done {
-        if let Some(deliver) = self.deliver {
-            deliver(self.entry.task.raw());
+        // Taken apart first: moved as a whole, the record was built on the
+        // stack and copied field by field (callgrind).
+        let Completion {
+            done,
+            join_waker,
+            entry,
+            joined,
+            deliver,
+        } = self;
+        if let Some(deliver) = deliver {
+            deliver(entry.task.raw());
         }
         // Before the wake: the joiner may drop its handle in there, and then
         // finds the handle the cell's last owner.
-        if self.joined {
-            self.entry.release_keep_stage();
+        if joined {
+            entry.release_keep_stage();
         } else {
-            drop(self.entry);
+            drop(entry);
         }
-        if let Some(w) = self.join_waker {
+        if let Some(w) = join_waker {
             w.wake();
         }
-        self.done
+        done
     }
 }
 
@@ -608,23 +617,38 @@ pub(crate) fn poll_task(
         e.task.header().set_state(st);
         (raw, st.is_cancelled())
     };
-    let finish = if cancelled {
+    if cancelled {
         // SAFETY: RUNNING is set (the entry stays, nothing else touches the
         // stage), the stage is Running (not COMPLETE), executor thread.
-        unsafe { raw.cancel() }
-    } else {
-        context::begin_poll(raw.header_addr());
-        // SAFETY: as above.
-        let code = unsafe { raw.poll(second_site) };
-        let yielded = context::end_poll();
-        // The byte itself, not a `Poll` made of it: the two call sites'
-        // results meet here, and the compiler re-checks a byte turned into
-        // an enum there (nine instructions per poll; callgrind).
-        if code == PollCode::PENDING {
-            return settle_pending(slab, id, raw, yielded, done);
-        }
-        code.finish()
-    };
+        let finish = unsafe { raw.cancel() };
+        return ended(slab, id, raw, finish, take_panic, true, done);
+    }
+    context::begin_poll(raw.header_addr());
+    // SAFETY: as above.
+    let code = unsafe { raw.poll(second_site) };
+    let yielded = context::end_poll();
+    // The byte itself, not a `Poll` made of it: the two call sites'
+    // results meet here, and the compiler re-checks a byte turned into an
+    // enum there (nine instructions per poll; callgrind).
+    if code != PollCode::PENDING {
+        return ended(slab, id, raw, code.finish(), take_panic, false, done);
+    }
+    settle_pending(slab, id, raw, yielded, done)
+}
+
+/// The end of [`poll_task`] for a task that ended (its poll returned
+/// `Ready` or panicked, or it was cancelled): completes it and leaves its
+/// record in `done`.
+#[inline(always)]
+fn ended(
+    slab: &RefCell<TaskSlab>,
+    id: TaskId,
+    raw: RawTask,
+    finish: Finish,
+    take_panic: bool,
+    cancelled: bool,
+    done: &mut Option<Done>,
+) -> Polled {
     let panic = match finish {
         // SAFETY: RUNNING is still set; the stage is Finished.
         Finish::Panicked if take_panic => unsafe { raw.take_panic() },
