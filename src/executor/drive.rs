@@ -87,15 +87,18 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
     core.remote.set_host(&unparker);
     let mut future = pin!(future);
     let mut cx = Context::from_waker(&main_waker);
+    // The previous turn was busy and nothing ran since ([`Core::run_turn`]).
+    let mut follows = false;
     loop {
         if main.woken.swap(false, Ordering::AcqRel) {
+            follows = false;
             if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
                 return out;
             }
         }
-        if core.run_turn() == Turn::Idle
-            && !core.attention.get()
-            && !spin_for_wake(&main.woken, &core.remote)
+        let turn = core.run_turn(follows);
+        follows = turn == Turn::Busy;
+        if turn == Turn::Idle && !core.attention.get() && !spin_for_wake(&main.woken, &core.remote)
         {
             // Nothing runnable: sleep until a wake (0% CPU). A wake that
             // raced with the checks above left an unpark token, so `park`
@@ -129,7 +132,10 @@ fn spin_for_wake(main_woken: &AtomicBool, remote: &super::inbox::Remote) -> bool
 pub(crate) fn run_until_stalled(core: &Rc<Core>) -> u64 {
     let _guard = DriveGuard::new(core, false, "run_until_stalled");
     let before = core.counters.polls.get();
-    while core.run_turn() == Turn::Busy {}
+    let mut follows = false;
+    while core.run_turn(follows) == Turn::Busy {
+        follows = true;
+    }
     core.counters.polls.get() - before
 }
 
@@ -156,7 +162,8 @@ impl<F: Future> Future for RunUntil<'_, F> {
         if let Poll::Ready(out) = this.future.poll(cx) {
             return Poll::Ready(out);
         }
-        if core.run_turn() == Turn::Busy || core.remote.has_pending() || core.attention.get() {
+        // After the host's turn: the clock is read afresh.
+        if core.run_turn(false) == Turn::Busy || core.remote.has_pending() || core.attention.get() {
             // More to do after the host's turn (its I/O and timers).
             cx.waker().wake_by_ref();
         }
