@@ -467,6 +467,11 @@ impl Core {
     /// Polls that fit before the next needed checkpoint (amortised mode).
     fn countdown(&self, q: usize) -> u32 {
         let r = &self.run;
+        if r.polls_left.get() <= 1 {
+            // The turn's last poll (or past it): nothing to divide. At the
+            // end of every full turn (callgrind).
+            return 1;
+        }
         let qs = self.queues.borrow();
         let elapsed = r.last_ns.get().saturating_sub(r.turn_start_ns.get());
         let mut left = self.cfg.host_yield_interval_ns.saturating_sub(elapsed);
