@@ -1015,3 +1015,64 @@ fn e10_reweight_rejects_bad_shares() {
     drop(ex);
     assert_eq!(h.set_shares(2), Err(SharesError::Shutdown));
 }
+
+/// A real-time clock stand-in that is not cheap (`is_cheap` false, as the
+/// `SystemClock`): every read advances it by 1 us and is counted.
+#[derive(Clone, Default)]
+struct CountingClock(Rc<Cell<u64>>);
+
+impl tourbillon::Clock for CountingClock {
+    fn now_ns(&self) -> u64 {
+        let n = self.0.get() + 1;
+        self.0.set(n);
+        n * 1_000
+    }
+}
+
+/// R8(d) turns without a clock read of their own: under `block_on`, a turn
+/// that follows a busy turn (nothing ran in between) starts at the clock
+/// reading of that turn's last checkpoint, so a task that yields forever
+/// costs one read per turn (its checkpoint at the turn's last poll), not
+/// two. `run_until_stalled` alike.
+#[test]
+fn a_turn_that_follows_a_busy_turn_reads_the_clock_once() {
+    const MAX_POLLS: u64 = 4;
+    for stalled in [false, true] {
+        let clock = CountingClock::default();
+        let ex = Builder::new()
+            .queue(0u8, 1)
+            .max_polls_per_turn(MAX_POLLS as u32)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        // The number of clock reads at each of the task's polls.
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let (s, c) = (seen.clone(), clock.clone());
+        let task = ex
+            .spawn(0, async move {
+                for _ in 0..64 {
+                    s.borrow_mut().push(c.0.get());
+                    yield_now().await;
+                }
+            })
+            .unwrap();
+        let turns_before = ex.stats().turns;
+        if stalled {
+            assert_eq!(ex.run_until_stalled(), 65);
+        } else {
+            ex.block_on(task).unwrap();
+        }
+        let seen = seen.borrow();
+        // Ten whole turns in the middle of the run: ten reads.
+        let (from, to) = (16, 16 + 10 * MAX_POLLS as usize);
+        assert_eq!(
+            seen[to] - seen[from],
+            10,
+            "stalled: {stalled}, reads: {seen:?}"
+        );
+        // In all: 65 polls in 17 turns (16 of 4 polls and the last one),
+        // a read at the first turn's start and one at each turn's end.
+        assert_eq!(ex.stats().turns - turns_before, 17, "stalled: {stalled}");
+        assert_eq!(clock.0.get(), 18, "stalled: {stalled}");
+    }
+}
