@@ -250,11 +250,10 @@ impl Core {
         // scheduler's `len` says (a scheduler that breaks the contract must
         // not make the executor spin on an empty queue).
         let mut drained = false;
-        // A `RunnableFifo` (no `polled` to call) with no ready stamp to
-        // record: a task runnable again goes behind the queued ones through
-        // the run's tail.
-        // Not nested (a yield is requeued, not deferred to the host's next
-        // turn), so a woken and a yielded task alike.
+        // A `RunnableFifo` (no `polled` to call), no ready stamp to record
+        // and not nested (a yield is requeued, not deferred to the host's
+        // next turn): a task runnable again, woken or yielded, goes behind
+        // the queued ones through the run's tail.
         let fifo_requeue = !(tell_polled || defer_yields || (observe && self.cfg.latency));
         let mut held = Held::new(self, q);
         // The record of a task that ended (`poll_task`).
@@ -377,7 +376,7 @@ impl Core {
         if defer {
             self.deferred.borrow_mut().push(id);
         }
-        if let (Some(end), true, false) = (ready_at, self.cfg.latency, next == Next::Wait) {
+        if let Some(end) = ready_at.filter(|_| self.cfg.latency && next != Next::Wait) {
             // Runnable again from the end of this poll.
             self.tasks.borrow_mut().set_ready(id, end);
         }

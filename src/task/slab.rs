@@ -575,19 +575,20 @@ fn group_of(keyed: &[u32], header: &Header) -> GroupId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Next {
     /// Wait for a wake.
-    Wait = 0,
+    Wait,
     /// Woken during its poll: push it to its scheduler now.
-    Requeue = 1,
+    Requeue,
     /// Yielded through `yield_now`: push it to its scheduler now, or, when
     /// the executor is nested in a host runtime, hold it until the host's
     /// next turn (the state already says SCHEDULED, so wakes in between
     /// are merged).
-    Yield = 2,
+    Yield,
 }
 
 /// Polls task `id` once (or cancels it, if it was aborted while queued).
 /// The slab is not borrowed while the future runs. A task that yielded
-/// through `yield_now` comes back as [`Next::Yield`]. `second_site` picks the call site of the poll ([`RawTask::poll`]).
+/// through `yield_now` comes back as [`Next::Yield`]. `second_site` picks
+/// the call site of the poll ([`RawTask::poll`]).
 /// When the task ends, its record goes to `done` and `Polled::Done` is
 /// returned.
 #[inline(always)]
