@@ -62,7 +62,8 @@ const HELD: usize = 64;
 /// The batch and its bounds live in the core's [`RunState`]
 /// (`batch`, `batch_pos`, `batch_len`), not here: a guard whose fields
 /// were the bounds had them stored and reloaded from the stack at every
-/// poll, for the unwinding path (7 instructions per poll; callgrind).
+/// poll, for the unwinding path (1,438 → 1,386 instructions per headline
+/// task of six polls; callgrind).
 ///
 /// [`RunState`]: super::run_loop::RunState
 pub(crate) struct Held<'a> {

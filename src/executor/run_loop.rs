@@ -114,10 +114,11 @@ impl Core {
     /// One driver turn. `follows`: the driver runs it right after a busy
     /// turn, with nothing in between (no host turn, no poll of its own
     /// future, no park): the clock reading of that turn's last checkpoint
-    /// is then its start, which saves a clock read per turn (`rdtsc`, a
-    /// tenth of the headline workload's 61 polls of a turn; callgrind and
-    /// `perf`). The gap, the driver's own few instructions, goes to the
-    /// first run's charge.
+    /// is then its start, which saves a clock read (an `rdtsc`) per turn
+    /// of 61 polls: 368.7 → 356.8 M cycles for a million headline tasks
+    /// (`perf stat`; PROFILING.md, "Applied in the seventh session"). The
+    /// gap, the driver's own few instructions, goes to the first run's
+    /// charge.
     pub(crate) fn run_turn(&self, follows: bool) -> Turn {
         self.release_deferred();
         let now = if follows && !self.cheap_clock {
@@ -349,8 +350,7 @@ impl Core {
     /// push of a task runnable again (the contract: both in one dispatch),
     /// the deferral of a yield while nested, the ready stamp (`ready_at`,
     /// the end of the poll) for the latency histogram. Out of line: the
-    /// headline's polls never come here, and inlined it made the run loop
-    /// spill more of its values (callgrind).
+    /// headline's polls never come here.
     #[inline(never)]
     fn pending_again(
         &self,

@@ -681,9 +681,7 @@ fn settle_pending(
         // SAFETY: RUNNING is still set: the entry stays and nothing else
         // touches the stage; the stage is Running; executor thread.
         let f = unsafe { raw.cancel() };
-        let c = slab.borrow_mut().complete(id, raw, f, None, true);
-        *done = Some(c.settle());
-        return Polled::Done;
+        return ended(slab, id, raw, f, false, true, done);
     }
     st.set_running(false);
     let next = if st.is_notified() {
