@@ -10,10 +10,9 @@
 //! reused executor, rounds 2 and 3 of the headline workload: 2,490 -> 2,186
 //! instructions per task).
 //!
-//! * Size classes 16 bytes apart, each 8 bytes short of a multiple of 16
-//!   (what fills a chunk of glibc's `malloc`), up to [`MAX_CACHED_SIZE`]
-//!   (alignment at most 16); a cell of another layout goes straight to the
-//!   global allocator. A cacheable cell is always allocated with its class's layout, from the
+//! * Size classes 8 bytes apart, one per cell size, up to
+//!   [`MAX_CACHED_SIZE`] (alignment at most 16); a cell of another layout
+//!   goes straight to the global allocator. A cacheable cell is always allocated with its class's layout, from the
 //!   cache or not, so any block of a class can be freed into any cache.
 //! * At most [`MAX_CACHED_BYTES`] (32 MiB) per thread; beyond that a freed
 //!   cell goes back to the global allocator. The cache's blocks are freed
@@ -32,32 +31,30 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::RefCell;
 use std::ptr::NonNull;
 
-/// Class granularity and the largest alignment served from the cache.
-const GRANULE: usize = 16;
-/// The largest cell size that is cached (the block size of the last class).
-pub(crate) const MAX_CACHED_SIZE: usize = 1032;
+/// The largest alignment served from the cache: every class's blocks have
+/// it.
+const ALIGN: usize = 16;
+/// Class granularity: cell sizes are multiples of 8 (the header's
+/// alignment), so each class holds cells of one size.
+const STEP: usize = 8;
+/// The largest cell size that is cached.
+pub(crate) const MAX_CACHED_SIZE: usize = 1024;
 /// The most memory one thread's cache keeps.
 pub(crate) const MAX_CACHED_BYTES: usize = 32 << 20;
-/// Classes 0 to 64: blocks of 8, 24, 40, ... 1,032 bytes.
-const CLASSES: usize = class_index(MAX_CACHED_SIZE) + 1;
-const _: () = assert!(class_size(CLASSES - 1) == MAX_CACHED_SIZE);
+/// Classes of 8, 16, 24, ... 1,024 bytes.
+const CLASSES: usize = MAX_CACHED_SIZE / STEP;
 
-/// The block size of `class`: 8 bytes short of a multiple of 16.
+/// The block size of `class`.
 ///
+/// A cell is allocated at its own size, not rounded up to a coarser class:
 /// glibc's `malloc` gives a request of `n` bytes a chunk of `n + 8` rounded
-/// up to 16 (its 8-byte size word, then 16-byte alignment), so a block of
-/// `16 * k + 8` bytes fills its chunk exactly, where a multiple of 16
-/// leaves 8 bytes unused and costs 16 more. The headline benchmark's 88-byte
-/// cells took 112 bytes of heap each in 96-byte classes, and take 96 now
-/// (PROFILING.md, "Applied in the eighth session"). Other allocators round
-/// a request to their own size classes whatever it is.
+/// up to 16 (its size word, then 16-byte alignment), so the 88-byte cells
+/// of the headline benchmark, which 16-byte classes rounded up to 96, took
+/// 112 bytes of heap each, and take 96 at their own size (PROFILING.md,
+/// "Applied in the eighth session"). Allocators with size classes of their
+/// own round the cell's size, as they would have rounded the class's.
 const fn class_size(class: usize) -> usize {
-    class * GRANULE + 8
-}
-
-/// The smallest class whose blocks hold `size` bytes.
-const fn class_index(size: usize) -> usize {
-    (size + 7) / GRANULE
+    (class + 1) * STEP
 }
 
 /// Per class, a free list threaded through the free blocks themselves:
@@ -132,16 +129,16 @@ thread_local! {
 #[inline]
 fn class_of(layout: Layout) -> Option<usize> {
     let size = layout.size();
-    if size == 0 || size > MAX_CACHED_SIZE || layout.align() > GRANULE {
+    if size == 0 || size > MAX_CACHED_SIZE || layout.align() > ALIGN {
         return None;
     }
-    Some(class_index(size))
+    Some(size.div_ceil(STEP) - 1)
 }
 
 fn class_layout(class: usize) -> Layout {
-    // Sizes of 8 to 1,032 bytes with alignment 16 (a size need not be a
+    // Sizes of 8 to 1,024 bytes with alignment 16 (a size need not be a
     // multiple of the alignment): always valid.
-    Layout::from_size_align(class_size(class), GRANULE).expect("valid class layout")
+    Layout::from_size_align(class_size(class), ALIGN).expect("valid class layout")
 }
 
 /// Memory for a cell of `layout` (never zero-sized).
@@ -234,25 +231,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn classes_are_8_bytes_short_of_multiples_of_16() {
+    fn a_class_per_cell_size() {
         let l = |s, a| Layout::from_size_align(s, a).unwrap();
         assert_eq!(class_of(l(1, 1)), Some(0));
         assert_eq!(class_of(l(8, 8)), Some(0));
         assert_eq!(class_of(l(9, 8)), Some(1));
-        assert_eq!(class_of(l(24, 8)), Some(1));
-        assert_eq!(class_of(l(25, 8)), Some(2));
-        assert_eq!(class_of(l(88, 8)), Some(5));
-        assert_eq!(class_layout(5).size(), 88);
-        assert_eq!(class_of(l(96, 16)), Some(6));
-        assert_eq!(class_layout(6).size(), 104);
+        assert_eq!(class_of(l(88, 8)), Some(10));
+        assert_eq!(class_layout(10).size(), 88);
+        assert_eq!(class_of(l(96, 16)), Some(11));
         assert_eq!(class_of(l(1024, 16)), Some(CLASSES - 1));
-        assert_eq!(class_of(l(1032, 8)), Some(CLASSES - 1));
-        assert_eq!(class_of(l(1033, 8)), None);
+        assert_eq!(class_of(l(1025, 8)), None);
         assert_eq!(class_of(l(64, 64)), None);
         for class in 0..CLASSES {
             let layout = class_layout(class);
             assert_eq!(layout.align(), 16);
-            assert_eq!(layout.size() % 16, 8);
+            assert_eq!(layout.size(), (class + 1) * 8);
             assert_eq!(class_of(layout), Some(class));
         }
     }
@@ -263,10 +256,10 @@ mod tests {
         let a = allocate(layout);
         // SAFETY: `a` came from `allocate(layout)` and holds nothing.
         unsafe { release(a, layout) };
-        let b = allocate(Layout::from_size_align(80, 16).unwrap());
+        let b = allocate(Layout::from_size_align(88, 16).unwrap());
         assert_eq!(a, b, "same class (88 bytes): the cached block comes back");
         // SAFETY: as above, with the layout `b` was allocated with.
-        unsafe { release(b, Layout::from_size_align(80, 16).unwrap()) };
+        unsafe { release(b, Layout::from_size_align(88, 16).unwrap()) };
         let big = Layout::from_size_align(4096, 8).unwrap();
         let c = allocate(big);
         // SAFETY: as above.
