@@ -33,21 +33,20 @@ impl RunnableFifo {
         Self::default()
     }
 
-    /// Doubles the ring (at least 16 slots), moving the held ids to the
-    /// front of the new one in order.
+    /// Doubles the ring (at least 16 slots) in place: the allocator may
+    /// extend or remap the block instead of copying it, and only the ids
+    /// that had wrapped around to the front move, behind the old end.
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
         let cap = self.slots.len();
         let new_cap = (cap * 2).max(16);
-        let mut slots = Vec::with_capacity(new_cap);
-        if cap > 0 {
-            let mask = cap - 1;
-            slots.extend((0..self.len).map(|i| self.slots[self.head.wrapping_add(i) & mask]));
-        }
-        slots.resize(new_cap, TaskId::new(0, 0));
-        self.slots = slots;
-        self.head = 0;
+        let start = if cap == 0 { 0 } else { self.head & (cap - 1) };
+        self.slots.resize(new_cap, TaskId::new(0, 0));
+        // The ids were at `start..cap`, then `0..wrapped`.
+        let wrapped = (start + self.len).saturating_sub(cap);
+        self.slots.copy_within(0..wrapped, cap);
+        self.head = start;
     }
 
     /// Moves the oldest ids, up to `buf.len()`, into `buf` in order and
