@@ -51,8 +51,8 @@ const CLASSES: usize = MAX_CACHED_SIZE / STEP;
 /// up to 16 (its size word, then 16-byte alignment), so the 88-byte cells
 /// of the headline benchmark, which 16-byte classes rounded up to 96, took
 /// 112 bytes of heap each, and take 96 at their own size (PROFILING.md,
-/// "Applied in the eighth session"). Allocators with size classes of their
-/// own round the cell's size, as they would have rounded the class's.
+/// finding 16). Allocators with size classes of their own round the
+/// cell's size, as they would have rounded the class's.
 const fn class_size(class: usize) -> usize {
     (class + 1) * STEP
 }
