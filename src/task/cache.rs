@@ -12,8 +12,9 @@
 //!
 //! * Size classes 8 bytes apart, one per cell size, up to
 //!   [`MAX_CACHED_SIZE`] (alignment at most 16); a cell of another layout
-//!   goes straight to the global allocator. A cacheable cell is always allocated with its class's layout, from the
-//!   cache or not, so any block of a class can be freed into any cache.
+//!   goes straight to the global allocator. A cacheable cell is always
+//!   allocated with its class's layout, from the cache or not, so any
+//!   block of a class can be freed into any cache.
 //! * At most [`MAX_CACHED_BYTES`] (32 MiB) per thread; beyond that a freed
 //!   cell goes back to the global allocator. The cache's blocks are freed
 //!   when its thread exits, or by [`trim_cell_cache`]. The bound is the
