@@ -482,7 +482,7 @@ impl TaskSlab {
     /// marks the cell complete and cancelled, which the join handle reads).
     pub(crate) fn drain(&mut self) -> Vec<Drained> {
         // The slab's iterator visits every slot, vacant or not: after a
-        // burst of 50,000 tasks that all ended, 65,536 of them.
+        // burst of 50,000 tasks that all ended, 50,000 of them.
         if self.entries.is_empty() {
             return Vec::new();
         }
