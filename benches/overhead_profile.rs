@@ -1,7 +1,8 @@
 //! Profiling target: the headline workload (50,000 tasks x 5 yields, one
 //! queue) run `N` times (first argument, default 1; the second sets the
 //! yields per task, default 5; the third the number of queues, default 1;
-//! a fourth, `fresh`, builds a new executor for every round) with nothing else in the
+//! a fourth, `fresh`, builds a new executor for every round; a fifth, the
+//! tasks per round, default 50,000) with nothing else in the
 //! process, for `valgrind --tool=callgrind` (deterministic instruction
 //! counts; use `--toggle-collect=overhead_profile::workload`) and for
 //! sampling profilers (`perf record`, samply) with a large `N`.
@@ -18,13 +19,20 @@
 //! `futures::channel::mpsc::channel(1)` (collect with
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
 //! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
+//!
+//! `tokio R N` runs the headline workload on tokio's `LocalSet` as
+//! `benches/overhead.rs` does (a new `current_thread` runtime per round,
+//! `spawn_local`, `tokio::task::yield_now`), R rounds (default 1) of `N`
+//! tasks (default 50,000), for counting what tokio's rounds cost
+//! (`--toggle-collect=overhead_profile::workload_tokio`; PROFILING.md,
+//! finding 17).
 
 use std::hint::black_box;
 
 const TASKS: usize = 50_000;
 
 #[inline(never)]
-fn workload(ex: &tourbillon::Executor<u8>, yields: usize) {
+fn workload(ex: &tourbillon::Executor<u8>, yields: usize, tasks: usize) {
     // As `benches/overhead.rs` spawns: through one `QueueHandle` per
     // queue, without a division per spawn when there is one queue.
     let handles: Vec<_> = ex
@@ -34,7 +42,7 @@ fn workload(ex: &tourbillon::Executor<u8>, yields: usize) {
         .collect();
     let n = handles.len();
     ex.block_on(async {
-        let hs: Vec<_> = (0..TASKS)
+        let hs: Vec<_> = (0..tasks)
             .map(|i| {
                 handles[if n == 1 { 0 } else { i % n }]
                     .spawn(async move {
@@ -96,6 +104,31 @@ fn spawn_empty(ex: &tourbillon::Executor<u8>, tasks: usize) {
     });
 }
 
+/// The headline workload on tokio's `LocalSet`, one round on a new
+/// runtime (`tokio R N`).
+#[inline(never)]
+fn workload_tokio(tasks: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        let hs: Vec<_> = (0..tasks)
+            .map(|i| {
+                tokio::task::spawn_local(async move {
+                    for _ in 0..5 {
+                        tokio::task::yield_now().await;
+                    }
+                    i
+                })
+            })
+            .collect();
+        for h in hs {
+            black_box(h.await.unwrap());
+        }
+    });
+}
+
 /// The same ping-pong on tokio's `LocalSet` (current_thread runtime), for
 /// comparing instruction counts (`pingpong-tokio N`).
 #[inline(never)]
@@ -153,6 +186,14 @@ fn main() {
         pingpong_tokio(nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
         return;
     }
+    if nth(1) == Some("tokio") {
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let tasks: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(TASKS);
+        for _ in 0..rounds {
+            workload_tokio(tasks);
+        }
+        return;
+    }
     if nth(1) == Some("spawn") {
         let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
         let tasks: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(100_000);
@@ -182,6 +223,8 @@ fn main() {
     // Fourth argument `fresh`: a new executor for every round (as the
     // headline benchmark does) instead of one reused executor.
     let fresh = nth(4) == Some("fresh");
+    // Fifth argument: tasks per round (default 50,000).
+    let tasks: usize = nth(5).and_then(|a| a.parse().ok()).unwrap_or(TASKS);
     let build = || {
         let mut b = tourbillon::Builder::new();
         for q in 0..queues.max(1) {
@@ -194,6 +237,6 @@ fn main() {
         if fresh {
             ex = build();
         }
-        workload(&ex, yields);
+        workload(&ex, yields, tasks);
     }
 }
