@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
 //! The run's batch and requeue tail, for a `RunnableFifo` queue: what a run
-//! takes from its queue's ring per borrow of the queues ([`Held`]), and the
+//! takes from its queue's deque per borrow of the queues ([`Held`]), and the
 //! tasks it puts back behind ([`Tail`]). The order of a FIFO is fixed when a
 //! task is pushed, so taking [`HELD`] ids at once and appending the yielded ones
 //! once per batch runs the tasks in exactly the order of one pop and one
@@ -16,9 +16,9 @@ use crate::task::id::TaskId;
 
 /// Tasks of the running `RunnableFifo` queue that are runnable again after
 /// their poll (a yield, or a wake during the poll), kept here rather than
-/// pushed one by one (a borrow of the queues, a dispatch and a ring push per
+/// pushed one by one (a borrow of the queues, a dispatch and a deque push per
 /// poll; PROFILING.md, "Findings"). They belong behind every task already
-/// queued, in order, so they are pushed to the ring before anything else
+/// queued, in order, so they are pushed to the deque before anything else
 /// is pushed to a queue ([`Core::flush_tail`]), before the run takes its
 /// next batch, and when the run ends or unwinds ([`Held`]).
 /// They are tasks of the running queue (the run pushes them before it
@@ -127,7 +127,7 @@ impl Drop for Held<'_> {
 }
 
 impl Core {
-    /// Pushes the run's requeued tasks ([`Tail`]) to their ring: before any
+    /// Pushes the run's requeued tasks ([`Tail`]) to their deque: before any
     /// other push to a queue, so that they keep their place.
     #[inline(always)]
     pub(crate) fn flush_tail(&self, qs: &mut Queues) {

@@ -106,7 +106,7 @@ pub(crate) struct RunState {
     /// in a ping-pong, paid 90 instructions for that; callgrind).
     pub(crate) batch: Batch,
     /// Tasks of the running `RunnableFifo` queue requeued by the run and
-    /// not yet pushed to the ring.
+    /// not yet pushed to the deque.
     pub(crate) tail: Tail,
 }
 

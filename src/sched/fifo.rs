@@ -1,12 +1,9 @@
 #![forbid(unsafe_code)]
-//! `RunnableFifo`: tasks run in the order they became runnable.
-//!
-//! A ring buffer of task ids whose capacity is a power of two, so that a
-//! position wraps with a mask instead of a compare and a subtraction. Against
-//! the `VecDeque` it replaced: 9 instructions fewer per task of the headline
-//! workload (callgrind; PROFILING.md, "Findings", `a020341`).
+//! `RunnableFifo`: tasks run in the order they became runnable, on a
+//! `VecDeque` of task ids.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 
 use super::Scheduler;
 use crate::task::id::{GroupId, TaskId};
@@ -17,14 +14,7 @@ use crate::task::id::{GroupId, TaskId};
 /// queued.
 #[derive(Debug, Default, Clone)]
 pub struct RunnableFifo {
-    /// The ring; its length is zero or a power of two (its capacity).
-    slots: Vec<TaskId>,
-    /// Position of the oldest id (any value: taken modulo the capacity, so
-    /// every sum with it wraps; `put_front` after a `grow` takes it below
-    /// zero).
-    head: usize,
-    /// Number of ids held.
-    len: usize,
+    ids: VecDeque<TaskId>,
 }
 
 impl RunnableFifo {
@@ -33,51 +23,29 @@ impl RunnableFifo {
         Self::default()
     }
 
-    /// Doubles the ring (at least 16 slots) in place: the allocator may
-    /// extend or remap the block instead of copying it, and only the ids
-    /// that had wrapped around to the front move, behind the old end.
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        let cap = self.slots.len();
-        let new_cap = (cap * 2).max(16);
-        let start = if cap == 0 { 0 } else { self.head & (cap - 1) };
-        self.slots.resize(new_cap, TaskId::new(0, 0));
-        // The ids were at `start..cap`, then `0..wrapped`.
-        let wrapped = (start + self.len).saturating_sub(cap);
-        self.slots.copy_within(0..wrapped, cap);
-        self.head = start;
-    }
-
     /// Moves the oldest ids, up to `buf.len()`, into `buf` in order and
     /// returns how many. What a run pops next is fixed once pushed (pushes
     /// go behind), so the run loop takes a batch per borrow of the queues
     /// instead of one id (PROFILING.md, "Findings").
     #[inline]
     pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
-        let n = self.len.min(buf.len());
-        if n == 0 {
-            return 0;
-        }
-        let cap = self.slots.len();
-        let start = self.head & (cap - 1);
+        let n = self.ids.len().min(buf.len());
         if n == 1 {
             // One runnable task (a ping-pong): no loops.
-            buf[0].set(self.slots[start]);
-            self.head = self.head.wrapping_add(1);
-            self.len -= 1;
+            if let Some(id) = self.ids.pop_front() {
+                buf[0].set(id);
+            }
             return 1;
         }
-        let first = n.min(cap - start);
-        let (a, b) = buf[..n].split_at(first);
-        for (dst, src) in a.iter().zip(&self.slots[start..]) {
+        let (a, b) = self.ids.as_slices();
+        let first = n.min(a.len());
+        for (dst, src) in buf[..first].iter().zip(a) {
             dst.set(*src);
         }
-        for (dst, src) in b.iter().zip(&self.slots) {
+        for (dst, src) in buf[first..n].iter().zip(b) {
             dst.set(*src);
         }
-        self.head = self.head.wrapping_add(n);
-        self.len -= n;
+        self.ids.drain(..n);
         n
     }
 
@@ -85,62 +53,33 @@ impl RunnableFifo {
     /// the batch.
     #[inline]
     pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>]) {
-        while self.len + ids.len() > self.slots.len() {
-            self.grow();
-        }
-        let cap = self.slots.len();
-        let start = self.head.wrapping_add(self.len) & (cap - 1);
-        let (a, b) = ids.split_at(ids.len().min(cap - start));
-        for (dst, src) in self.slots[start..].iter_mut().zip(a) {
-            *dst = src.get();
-        }
-        for (dst, src) in self.slots.iter_mut().zip(b) {
-            *dst = src.get();
-        }
-        self.len += ids.len();
+        self.ids.extend(ids.iter().map(Cell::get));
     }
 
     /// Puts `ids` back in front, in order: undoes a
     /// [`take_front`](Self::take_front) of ids that were not run.
     pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
-        while self.len + ids.len() > self.slots.len() {
-            self.grow();
+        self.ids.reserve(ids.len());
+        for id in ids.iter().rev() {
+            self.ids.push_front(id.get());
         }
-        let mask = self.slots.len() - 1;
-        self.head = self.head.wrapping_sub(ids.len());
-        for (i, id) in ids.iter().enumerate() {
-            self.slots[self.head.wrapping_add(i) & mask] = id.get();
-        }
-        self.len += ids.len();
     }
 }
 
 impl Scheduler for RunnableFifo {
     #[inline]
     fn push(&mut self, task: TaskId, _group: GroupId) {
-        if self.len == self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        self.slots[self.head.wrapping_add(self.len) & mask] = task;
-        self.len += 1;
+        self.ids.push_back(task);
     }
 
     #[inline]
     fn pop(&mut self) -> Option<TaskId> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let task = self.slots[self.head & mask];
-        self.head = self.head.wrapping_add(1);
-        self.len -= 1;
-        Some(task)
+        self.ids.pop_front()
     }
 
     #[inline]
     fn len(&self) -> usize {
-        self.len
+        self.ids.len()
     }
 }
 
@@ -172,7 +111,7 @@ mod tests {
 
     #[test]
     fn keeps_order_across_wrap_and_growth() {
-        // Interleave pushes and pops so that the ring wraps, then grow it
+        // Interleave pushes and pops so that the deque wraps, then grow it
         // while wrapped: the order must survive both.
         let mut f = RunnableFifo::new();
         let g = GroupId::task(0);
@@ -221,12 +160,12 @@ mod tests {
         drains_as(&mut f, model);
     }
 
-    /// A run gives back ids after the ring grew under it (its tasks woke
-    /// others): `head` goes below zero and wraps, which every position
-    /// computed from it must survive (found by the `api_ops` fuzz target:
-    /// an overflowing `head + len` in `push`).
+    /// A run gives back ids after the deque grew under it (its tasks woke
+    /// others), in front of ids pushed since (the hand-written ring this
+    /// FIFO had from `a020341` to the ninth session overflowed here: the
+    /// `api_ops` fuzz target found it).
     #[test]
-    fn put_front_after_growth_wraps_head_below_zero() {
+    fn put_front_after_growth_keeps_order() {
         let mut f = RunnableFifo::new();
         let g = GroupId::task(0);
         let buf: [Cell<TaskId>; 4] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
@@ -234,8 +173,7 @@ mod tests {
             f.push(TaskId::new(i, 0), g);
         }
         assert_eq!(f.take_front(&buf), 4);
-        // Polling the first held task woke 20 others: the ring grows and
-        // `head` starts again at 0.
+        // Polling the first held task woke 20 others: the deque grows.
         for i in 4..24 {
             f.push(TaskId::new(i, 0), g);
         }
@@ -245,7 +183,7 @@ mod tests {
         let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|t| t.index()).collect();
         let expect: Vec<u32> = (1..25).collect();
         assert_eq!(order, expect);
-        // The ring grows again with `head` wrapped.
+        // The deque grows again, its ids wrapped around its end.
         for _ in 0..3 {
             assert_eq!(f.take_front(&buf[..1]), 0);
         }
@@ -272,7 +210,7 @@ mod tests {
         let buf: [Cell<TaskId>; 11] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
         for round in 0..300usize {
             // A batch of 1 to 11 ids behind the queued ones (wrapping the
-            // ring, and growing it when it is full) ...
+            // deque, and growing it when it is full) ...
             let n = round % 11 + 1;
             for slot in &buf[..n] {
                 slot.set(TaskId::new(next, 0));
@@ -280,7 +218,7 @@ mod tests {
                 next += 1;
             }
             f.push_back_all(&buf[..n]);
-            // ... and fewer pops, so that the ring fills up over the rounds.
+            // ... and fewer pops, so that the deque fills up over the rounds.
             for _ in 0..(round % 7) {
                 assert_eq!(f.pop().map(|t| t.index()), model.pop_front());
             }
