@@ -480,7 +480,14 @@ impl Core {
         if let Some(at) = r.preempt_at.get() {
             left = left.min(at.saturating_sub(r.last_ns.get()));
         }
-        let cost = qs.list[q].poll_cost_ns.max(1);
+        let st = &qs.list[q];
+        if st.counters.polls == 0 {
+            // No poll of this queue measured yet: check after the first,
+            // whatever its cost (a first run of `max_polls` polls of unknown
+            // length could last far beyond the slice and the host interval).
+            return 1;
+        }
+        let cost = st.poll_cost_ns.max(1);
         (left / cost).clamp(1, r.polls_left.get().max(1) as u64) as u32
     }
 
