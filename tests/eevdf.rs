@@ -37,7 +37,7 @@ const K: i128 = 1024;
 /// queues are runnable from 0 on, so `S_i(t') - t'·w_i/W` is minus the lag
 /// of queue `i` at t'). Returns `S_i` over `[0, t)` and the largest error
 /// seen at any of those instants, ns.
-fn saturate(weights: &[u32], costs: &[u64], t: u64, bound: u64) -> (Vec<u64>, u64) {
+fn saturate(weights: &[u32], costs: &[u64], t: u64, bound: u64, cheap: bool) -> (Vec<u64>, u64) {
     let sim = Sim::new(weights.len());
     sim.set_horizon(t);
     let w: i128 = weights.iter().map(|&w| w as i128).sum();
@@ -55,7 +55,7 @@ fn saturate(weights: &[u32], costs: &[u64], t: u64, bound: u64) -> (Vec<u64>, u6
             sup_in_hook.set(sup_in_hook.get().max(err.abs()));
         }
     });
-    let mut b = sim.builder();
+    let mut b = sim.builder_with(cheap);
     for (q, &w) in weights.iter().enumerate() {
         b = b.queue(q, w);
     }
@@ -98,6 +98,12 @@ const WEIGHT_SETS: &[&[u32]] = &[&[1, 1], &[1, 3], &[1, 99], &[1, 1000], &[1, 2,
 /// given by `cost(i)`, asserts E1's bound at every poll boundary and at T,
 /// and returns, per set, the largest error seen over `[0, t]`.
 fn e1_cases(t: u64, cost: impl Fn(usize) -> u64) -> Vec<u64> {
+    e1_cases_with(t, cost, true)
+}
+
+/// [`e1_cases`] on the exact clock (`cheap`) or in the amortised mode
+/// ([`NotCheap`]).
+fn e1_cases_with(t: u64, cost: impl Fn(usize) -> u64, cheap: bool) -> Vec<u64> {
     WEIGHT_SETS
         .iter()
         .map(|ws| {
@@ -106,7 +112,7 @@ fn e1_cases(t: u64, cost: impl Fn(usize) -> u64) -> Vec<u64> {
             // E1: |S_i - T·w_i/W| <= 2·(r_max + p_max): the EEVDF lag
             // bound with the quantum read as one run (scheduling.md 2.2).
             let bound = 2 * (R + p_max);
-            let (s, sup) = saturate(ws, &costs, t, bound);
+            let (s, sup) = saturate(ws, &costs, t, bound, cheap);
             let case = format!("E1 weights {ws:?} costs {costs:?} T={t}");
             assert_shares(&case, ws, &s, t, bound);
             sup
@@ -166,6 +172,35 @@ fn e1_proportional_share_unequal_costs_10s() {
     assert_no_growth(&sup_1s, &sup_10s);
 }
 
+// E1 in the amortised mode of a clock that is not cheap (the real clock's:
+// service charged every few polls, as many as the queue's estimated poll
+// cost says fit in what is left of the slice; [`NotCheap`] replays it on
+// the virtual clock). The same bounds hold at every poll boundary, for
+// equal costs up to 10 s, not growing after 1 s.
+#[test]
+fn e1_proportional_share_amortised_clock() {
+    let sup_1s = e1_cases_with(SEC, |_| 100 * US, false);
+    let sup_10s = e1_cases_with(10 * SEC, |_| 100 * US, false);
+    assert_no_growth(&sup_1s, &sup_10s);
+}
+
+// E1 in the amortised mode with 1 us against 500 us polls, in both
+// orientations (as `e1_proportional_share_unequal_costs_1s` on the exact
+// clock).
+#[test]
+fn e1_proportional_share_unequal_costs_amortised_clock() {
+    e1_cases_with(
+        SEC,
+        |i| if i.is_multiple_of(2) { US } else { 500 * US },
+        false,
+    );
+    e1_cases_with(
+        SEC,
+        |i| if i.is_multiple_of(2) { 500 * US } else { US },
+        false,
+    );
+}
+
 // E2 (Seastar's parallelism case): queue A has 1 always-runnable task,
 // queue B has 10, equal weights: A and B share 1:1 (a queue's share does
 // not depend on how many tasks it holds), within E1's tolerance
@@ -195,13 +230,13 @@ fn e2_one_task_vs_ten_tasks_equal_weights() {
 
 /// E3's check on saturated queues `(weight, slice, poll cost)` over `t`.
 /// Returns the extreme lags seen, ns.
-fn lag_bound_case(queues: &[(u32, u64, u64)], t: u64) -> (i64, i64) {
+fn lag_bound_case(queues: &[(u32, u64, u64)], t: u64, cheap: bool) -> (i64, i64) {
     let r_max = queues.iter().map(|q| q.1).max().unwrap();
     let p_max = queues.iter().map(|q| q.2).max().unwrap();
     let bound = (r_max + p_max) as i64;
     let n = queues.len();
     let sim = Sim::new(n);
-    let mut b = sim.builder();
+    let mut b = sim.builder_with(cheap);
     for (q, &(w, slice, _)) in queues.iter().enumerate() {
         b = b.queue_with(q, QueueSpec::new(w).slice(Duration::from_nanos(slice)));
     }
@@ -280,15 +315,18 @@ fn lag_bound_case(queues: &[(u32, u64, u64)], t: u64) -> (i64, i64) {
 fn e3_lag_bound_at_every_run_boundary() {
     let costs = [7 * US, 487 * US, 60 * US, 250 * US, 131 * US];
     let five: Vec<_> = (0..5).map(|i| (i as u32 + 1, R, costs[i])).collect();
-    lag_bound_case(&five, SEC);
-    lag_bound_case(
-        &[
-            (1, 100 * US, 50 * US),
-            (1000, R, 300 * US),
-            (7, 2 * MS, 20 * US),
-        ],
-        SEC,
-    );
+    for cheap in [true, false] {
+        lag_bound_case(&five, SEC, cheap);
+        lag_bound_case(
+            &[
+                (1, 100 * US, 50 * US),
+                (1000, R, 300 * US),
+                (7, 2 * MS, 20 * US),
+            ],
+            SEC,
+            cheap,
+        );
+    }
 }
 
 /// E4's scenario: a background queue (index 0, weight `w_bg`) saturated with
@@ -1078,19 +1116,6 @@ fn a_turn_that_follows_a_busy_turn_reads_the_clock_once() {
     }
 }
 
-/// The test harness's virtual clock, claiming to be expensive: the executor
-/// then reads it as it reads the `SystemClock`, every few polls (as many as
-/// its estimate of the queue's poll cost says fit in the slice and the host
-/// interval) and at every run end.
-#[derive(Clone)]
-struct NotCheap(tourbillon::ManualClock);
-
-impl tourbillon::Clock for NotCheap {
-    fn now_ns(&self) -> u64 {
-        self.0.now()
-    }
-}
-
 /// A queue none of whose polls was measured yet is checked after its first
 /// poll on a clock that is not cheap. Two queues of equal weight whose
 /// tasks poll for 1 ms each (longer than the 750 us slice and the 500 us
@@ -1105,12 +1130,12 @@ fn the_first_run_of_a_queue_checks_the_clock_after_one_poll() {
     let order = |cheap: bool| {
         let sim = Sim::new(2);
         sim.record_trace();
-        let b = if cheap {
-            sim.builder()
-        } else {
-            Builder::new().clock(NotCheap(sim.clock.clone()))
-        };
-        let ex = b.queue(0usize, 1).queue(1usize, 1).build().unwrap();
+        let ex = sim
+            .builder_with(cheap)
+            .queue(0usize, 1)
+            .queue(1usize, 1)
+            .build()
+            .unwrap();
         let until = 20 * MS;
         let hs: Vec<_> = (0..2)
             .map(|q| ex.spawn(q, sim.worker(q, 0, until, |_| MS)).unwrap())

@@ -34,6 +34,20 @@ pub const US: u64 = 1_000;
 pub const MS: u64 = 1_000_000;
 pub const SEC: u64 = 1_000_000_000;
 
+/// A [`ManualClock`] that says it is not cheap (`Clock::is_cheap` false, as
+/// the `SystemClock`): the executor then reads it every few polls, as many
+/// as its estimate of the running queue's poll cost says fit in what is left
+/// of the slice and of the host interval, and at every run end (the
+/// amortised mode of the real clock, replayed exactly).
+#[derive(Clone)]
+pub struct NotCheap(pub ManualClock);
+
+impl tourbillon::Clock for NotCheap {
+    fn now_ns(&self) -> u64 {
+        self.0.now()
+    }
+}
+
 /// One scripted poll: `[start, end)` of virtual time spent by `task` of
 /// `queue`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,6 +94,23 @@ impl Sim {
     /// An executor builder on this clock, no queue declared yet.
     pub fn builder(&self) -> Builder<usize> {
         Builder::new().clock(self.clock.clone())
+    }
+
+    /// A builder on this clock behind [`NotCheap`]: the executor charges
+    /// service every few polls, as with the real clock, instead of after
+    /// each.
+    pub fn builder_amortised(&self) -> Builder<usize> {
+        Builder::new().clock(NotCheap(self.clock.clone()))
+    }
+
+    /// [`builder`](Sim::builder) if `cheap`, else
+    /// [`builder_amortised`](Sim::builder_amortised).
+    pub fn builder_with(&self, cheap: bool) -> Builder<usize> {
+        if cheap {
+            self.builder()
+        } else {
+            self.builder_amortised()
+        }
     }
 
     pub fn now(&self) -> u64 {
