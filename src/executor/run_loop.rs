@@ -480,14 +480,15 @@ impl Core {
         if let Some(at) = r.preempt_at.get() {
             left = left.min(at.saturating_sub(r.last_ns.get()));
         }
-        let st = &qs.list[q];
-        if st.counters.polls == 0 {
-            // No poll of this queue measured yet: check after the first,
-            // whatever its cost (a first run of `max_polls` polls of unknown
-            // length could last far beyond the slice and the host interval).
+        let cost = qs.list[q].poll_cost_ns;
+        if cost == 0 {
+            // No cost known: no poll of this queue measured yet, or its
+            // polls took no time the clock could see. Check after the next
+            // poll, whatever it costs: counted as 1 ns, `max_polls` polls of
+            // unknown length could run far beyond the slice and the host
+            // interval (61 ms for polls of 1 ms).
             return 1;
         }
-        let cost = st.poll_cost_ns.max(1);
         (left / cost).clamp(1, r.polls_left.get().max(1) as u64) as u32
     }
 
