@@ -334,6 +334,7 @@ fn e3_lag_bound_at_every_run_boundary() {
 /// task sleeps until each of `wakes`, then spends `c_fg`. Returns the delay
 /// from each wake instant to the start of the foreground task's next poll.
 fn wake_latency(
+    cheap: bool,
     builder: impl FnOnce(Builder<usize>) -> Builder<usize>,
     (w_bg, c_bg): (u32, u64),
     (w_fg, c_fg): (u32, u64),
@@ -341,7 +342,7 @@ fn wake_latency(
 ) -> Vec<u64> {
     let t = *wakes.last().unwrap() + 10 * MS;
     let sim = Sim::new(2);
-    let ex = builder(sim.builder().queue(0, w_bg).queue(1, w_fg))
+    let ex = builder(sim.builder_with(cheap).queue(0, w_bg).queue(1, w_fg))
         .build()
         .unwrap();
     let bg = ex.spawn(0, sim.worker(0, 0, t, move |_| c_bg)).unwrap();
@@ -386,11 +387,21 @@ fn wake_latency(
 // * preemption on, default min_run (100 us): delay <= min_run + c_bg;
 // * preemption off: bg keeps the thread until its request is used (R8b):
 //   delay <= r_bg + c_bg.
+// The three E4 tests run on the exact clock and in the amortised mode
+// ([`NotCheap`]): a wake is seen at the next poll boundary either way (the
+// boundary reads the clock to place the waking queue and decide).
 #[test]
 fn e4_wake_latency_with_preemption() {
+    for cheap in [true, false] {
+        e4_wake_latency_with_preemption_case(cheap);
+    }
+}
+
+fn e4_wake_latency_with_preemption_case(cheap: bool) {
     let c = 100 * US;
     let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS).collect();
     let min_run_0 = wake_latency(
+        cheap,
         |b| b.min_run(Duration::ZERO),
         (1, c),
         (100, c),
@@ -398,14 +409,14 @@ fn e4_wake_latency_with_preemption() {
     );
     assert_eq!(min_run_0, vec![c; wakes.len()], "min_run = 0: delay = c_bg");
 
-    let default = wake_latency(|b| b, (1, c), (100, c), wakes.clone());
+    let default = wake_latency(cheap, |b| b, (1, c), (100, c), wakes.clone());
     let min_run = DEFAULT_MIN_RUN.as_nanos() as u64;
     assert!(
         default.iter().all(|&d| d <= min_run + c),
         "default min_run: {default:?}"
     );
 
-    let off = wake_latency(|b| b.preemption(false), (1, c), (100, c), wakes);
+    let off = wake_latency(cheap, |b| b.preemption(false), (1, c), (100, c), wakes);
     assert!(off.iter().all(|&d| d <= R + c), "preemption off: {off:?}");
     // The oracle is not vacuous: without preemption some wake waits longer
     // than any wake with it.
@@ -421,10 +432,16 @@ fn e4_wake_latency_with_preemption() {
 // steps of a 750 us request leave rem_bg >= 15 us > r·w_bg/w_fg = 7.5 us.
 #[test]
 fn e4_wake_latency_polls_shorter_than_min_run() {
+    for cheap in [true, false] {
+        e4_wake_latency_polls_shorter_than_min_run_case(cheap);
+    }
+}
+
+fn e4_wake_latency_polls_shorter_than_min_run_case(cheap: bool) {
     let c_bg = 30 * US;
     let wakes: Vec<u64> = (1..=200).map(|k| k * 5 * MS + k * 7 * US).collect();
     let min_run = DEFAULT_MIN_RUN.as_nanos() as u64;
-    let d = wake_latency(|b| b, (1, c_bg), (100, 20 * US), wakes.clone());
+    let d = wake_latency(cheap, |b| b, (1, c_bg), (100, 20 * US), wakes.clone());
     assert!(
         d.iter().all(|&d| d <= min_run + c_bg),
         "delays > min_run + c_bg: {:?}",
@@ -433,6 +450,7 @@ fn e4_wake_latency_polls_shorter_than_min_run() {
             .collect::<Vec<_>>()
     );
     let z = wake_latency(
+        cheap,
         |b| b.min_run(Duration::ZERO),
         (1, c_bg),
         (100, 20 * US),
@@ -450,11 +468,23 @@ fn e4_wake_latency_polls_shorter_than_min_run() {
 // to have the earlier deadline, so its delays are shorter on the whole.
 #[test]
 fn e4_equal_weights_needs_lag_to_preempt() {
+    for cheap in [true, false] {
+        e4_equal_weights_needs_lag_to_preempt_case(cheap);
+    }
+}
+
+fn e4_equal_weights_needs_lag_to_preempt_case(cheap: bool) {
     let c = 100 * US;
     let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS).collect();
-    let on = wake_latency(|b| b.min_run(Duration::ZERO), (1, c), (1, c), wakes.clone());
+    let on = wake_latency(
+        cheap,
+        |b| b.min_run(Duration::ZERO),
+        (1, c),
+        (1, c),
+        wakes.clone(),
+    );
     assert!(on.iter().all(|&d| d <= R + c), "on: {on:?}");
-    let off = wake_latency(|b| b.preemption(false), (1, c), (1, c), wakes);
+    let off = wake_latency(cheap, |b| b.preemption(false), (1, c), (1, c), wakes);
     assert!(off.iter().all(|&d| d <= R + c), "off: {off:?}");
     assert!(on.iter().sum::<u64>() < off.iter().sum::<u64>());
 }
