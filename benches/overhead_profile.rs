@@ -22,7 +22,8 @@
 //!
 //! `tokio R N` runs the headline workload on tokio's `LocalSet` as
 //! `benches/overhead.rs` does (a new `current_thread` runtime per round,
-//! `spawn_local`, `tokio::task::yield_now`), R rounds (default 1) of `N`
+//! `spawn_local`, `tokio::task::yield_now`; without its 1,000 warm-up
+//! tasks, as the tourbillon workload here), R rounds (default 1) of `N`
 //! tasks (default 50,000), for counting what tokio's rounds cost
 //! (`--toggle-collect=overhead_profile::workload_tokio`; PROFILING.md,
 //! finding 17).

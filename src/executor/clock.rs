@@ -23,7 +23,8 @@ pub trait Clock: 'static {
     /// boundary after their slice (the [`ManualClock`] says yes). With
     /// `false` (the default) the executor reads it after as many polls as
     /// its running estimate of the poll cost says fit in what is left of the
-    /// slice, and at every run end.
+    /// slice (after the next poll while a queue has no estimate), and at
+    /// every run end.
     fn is_cheap(&self) -> bool {
         false
     }

@@ -20,7 +20,8 @@
 //!   runs then end exactly at the first poll boundary after the slice (R8);
 //! * otherwise after as many polls as the running estimate of the queue's
 //!   poll cost says fit in what is left of the slice and of the host
-//!   interval: an `Instant::now()` (25 to 70 ns on the
+//!   interval (after one poll while the queue has no estimate, or an
+//!   estimate of 0): an `Instant::now()` (25 to 70 ns on the
 //!   machines measured) per poll would cost more
 //!   than the poll itself.
 //!

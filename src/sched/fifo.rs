@@ -30,6 +30,9 @@ impl RunnableFifo {
     #[inline]
     pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
         let n = self.ids.len().min(buf.len());
+        if n == 0 {
+            return 0;
+        }
         if n == 1 {
             // One runnable task (a ping-pong): no loops.
             if let Some(id) = self.ids.pop_front() {

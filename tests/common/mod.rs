@@ -1,7 +1,9 @@
 //! Deterministic harness for the EEVDF oracles of scheduling.md 8.1.
 //!
 //! Everything runs on one [`ManualClock`] (`Clock::is_cheap() == true`, so
-//! the executor reads it after every poll and charges each poll exactly):
+//! the executor reads it after every poll and charges each poll exactly;
+//! [`Sim::builder_amortised`] hides it behind [`NotCheap`], for the real
+//! clock's amortised charging):
 //!
 //! * [`Sim::spend`] is the scripted cost of a poll: it advances the clock by
 //!   `cost` and credits the poll to its queue (service clipped to the
