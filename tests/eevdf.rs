@@ -423,6 +423,35 @@ fn e4_wake_latency_with_preemption_case(cheap: bool) {
     assert!(off.iter().max() > default.iter().max(), "off: {off:?}");
 }
 
+// E4's bound without preemption, `r_bg + c_bg`, for slices from 150 us to
+// 1.45 ms (c_bg = 100 us, w_fg = 100·w_bg). When the fg wake is seen, bg
+// may finish the request it holds, and no more: RUN_TO_PARITY protects the
+// request a queue was picked with, not the one R4 renews when it is used
+// (Linux's `protect_slice`). Before that was so, a run that ended with its
+// request used was continued under the renewed one until the host-yield
+// interval (500 us) ended the turn: delays up to 400 us for a 250 us slice.
+#[test]
+fn e4_preemption_off_bound_holds_for_every_slice() {
+    let c = 100 * US;
+    let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS + k * 13 * US).collect();
+    for cheap in [true, false] {
+        for slice_us in (150..=1450).step_by(100) {
+            let r = slice_us * US;
+            let off = wake_latency(
+                cheap,
+                |b| b.base_slice(Duration::from_nanos(r)).preemption(false),
+                (1, c),
+                (100, c),
+                wakes.clone(),
+            );
+            assert!(
+                off.iter().all(|&d| d <= r + c),
+                "slice {slice_us} us, cheap clock {cheap}: {off:?}"
+            );
+        }
+    }
+}
+
 // E4 with bg polls shorter than min_run (c_bg = 30 us), at 200 wake instants
 // spread over every phase of bg's polls and runs. The default min_run
 // (100 us) protects the running queue, then the waker preempts at the first

@@ -993,14 +993,17 @@ fn t6_yield_maybe_yields_once_each_time_the_slice_is_used_while_contended() {
         b.await.unwrap();
     });
     // Both queues start with half a slice (50 us, EEVDF's initial
-    // placement), then get a full slice (100 us = 10 steps) per request.
-    // yield_maybe is a no-op until the slice is used, and yields exactly
-    // once when it is.
+    // placement), then get a full slice (100 us = 10 steps) per request,
+    // and take turns: A, B, A, B, ... (a used request ends the run's
+    // RUN_TO_PARITY protection; equal vruntimes and deadlines go to the
+    // lower index, A). yield_maybe is a no-op until the slice is used, and
+    // yields exactly once when it is.
     assert_eq!(*yb.borrow(), [5, 15, 25, 35, 45]);
-    // Once B is done, A runs alone: its used-up slices no longer make it
-    // yield (nothing else would run).
-    assert_eq!(*ya.borrow(), [5, 15, 25, 35, 45]);
-    assert_eq!((pa.get(), pb.get()), (6, 6));
+    // A's run from step 46 is still contended (B has steps 46-50 left):
+    // it yields at 55. Once B is done, A runs alone: its used-up slices no
+    // longer make it yield (nothing else would run).
+    assert_eq!(*ya.borrow(), [5, 15, 25, 35, 45, 55]);
+    assert_eq!((pa.get(), pb.get()), (7, 6));
 }
 
 #[test]

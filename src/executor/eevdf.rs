@@ -29,7 +29,10 @@
 //!
 //! At a run boundary: a lone runnable queue runs (fast path). Otherwise the
 //! queue that just ran continues if it is still eligible and has not used
-//! its request (`v < d`, RUN_TO_PARITY); else the eligible queue with the
+//! the request it was picked with (`v < d`, RUN_TO_PARITY: the run loop
+//! passes no such queue once R4 renewed that request, as Linux's
+//! `protect_slice` ends with the deadline it protected); else the eligible
+//! queue with the
 //! earliest deadline runs, ties to the lower index. Picking by deadline gives
 //! latency to queues with short requests; eligibility keeps them from taking
 //! more than their share. With no join or leave, EEVDF keeps every lag within
@@ -253,7 +256,8 @@ impl Eevdf {
 
     /// R5: the queue to run next. `prev` is the queue whose run just ended,
     /// if it may continue under RUN_TO_PARITY (pass `None` after a
-    /// preemption). `general` disables the single-queue fast path.
+    /// preemption, or when its request was used and renewed during the
+    /// run). `general` disables the single-queue fast path.
     pub(crate) fn pick(&mut self, prev: Option<usize>, general: bool) -> Option<usize> {
         let chosen = match self.runnable {
             0 => None,

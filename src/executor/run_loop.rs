@@ -396,17 +396,31 @@ impl Core {
                 qs.eevdf.depart(q);
             }
         }
-        // A run ended while a waker was entitled to preempt it (or soon
-        // would be, after min_run): RUN_TO_PARITY must not extend it.
-        let preempted = r.preempt.get() || r.preempt_at.get().is_some();
-        r.prev.set(if preempted { None } else { Some(q) });
+        // RUN_TO_PARITY protects the request the queue was picked with,
+        // and only that one (Linux's `protect_slice`: the protection ends
+        // when the deadline is renewed). So the next pick is the general
+        // one when that request is used (R4 renewed it during this run),
+        // or when a waker was entitled to preempt the run (or soon would
+        // be, after min_run).
+        let protected = !(r.slice_over.get() || r.preempt.get() || r.preempt_at.get().is_some());
+        r.prev.set(protected.then_some(q));
         r.queue.set(None);
         r.polls_left.get() == 0 || r.turn_over.get()
     }
 
     /// Reads the clock and charges the time since the last checkpoint to
-    /// queue `q` (R1, R4). Returns the time charged.
+    /// queue `q` (R1, R4), then sets the countdown to the next one and
+    /// whether the run stops here. Returns the time charged.
     pub(crate) fn checkpoint(&self, q: usize) -> u64 {
+        let delta = self.charge_now(q);
+        self.reset_countdown(q);
+        self.update_stop();
+        delta
+    }
+
+    /// The charge of [`checkpoint`](Self::checkpoint), without the
+    /// countdown and the stop flag, which the caller must set.
+    fn charge_now(&self, q: usize) -> u64 {
         let now = self.clock.now_ns();
         let r = &self.run;
         let delta = now.saturating_sub(r.last_ns.get());
@@ -439,8 +453,6 @@ impl Core {
         if r.preempt_at.get().is_some_and(|at| now >= at) {
             r.preempt.set(true);
         }
-        self.reset_countdown(q);
-        self.update_stop();
         delta
     }
 
@@ -532,8 +544,9 @@ impl Core {
         let r = &self.run;
         let cur = r.queue.get();
         if let Some(c) = cur {
-            // Charge the running queue first so that V is current.
-            self.checkpoint(c);
+            // Charge the running queue first so that V is current (the
+            // countdown and the stop flag are set below, once placed).
+            self.charge_now(c);
         }
         let mut qs = self.queues.borrow_mut();
         let mut pending = std::mem::take(&mut qs.pending);
@@ -572,11 +585,12 @@ impl Core {
         }
         drop(qs);
         if let Some(c) = cur {
-            if r.preempt_at.get().is_some() {
-                // Amortised clock reads: check again when min_run is over
-                // (the checkpoint above charged every poll so far).
-                self.reset_countdown(c);
-            }
+            // Amortised clock reads: the next checkpoint comes when what is
+            // left of the running queue's request is used, now that it
+            // contends (a lone queue's countdown only looked at the host
+            // interval), or when min_run is over. The checkpoint above
+            // charged every poll so far.
+            self.reset_countdown(c);
             // A placed queue may contend with a used-up slice, or preempt.
             self.update_stop();
         }
