@@ -51,8 +51,12 @@
 //! from the thread in the middle of a poll (a shared 2-vCPU machine), that
 //! time is charged to whichever queue was running, which shows as error.
 //!
+//! `--slice-us N` sets every queue's slice (`Builder::base_slice`, default
+//! 750 us): the lag bound, and so the error a 1 s window can catch, scales
+//! with it.
+//!
 //! Usage: `cargo bench --bench fairness [-- --shares A:B:.. --secs S
-//! --tasks N --seed N --quick --no-pin]`.
+//! --tasks N --seed N --slice-us N --quick --no-pin]`.
 
 mod common;
 
@@ -109,9 +113,18 @@ struct Report {
     secs: f64,
 }
 
-fn run_config(shares: &[u32], tasks: usize, secs: f64, seed: u64) -> Report {
+fn run_config(
+    shares: &[u32],
+    tasks: usize,
+    secs: f64,
+    seed: u64,
+    slice: Option<Duration>,
+) -> Report {
     let n = shares.len();
     let mut b = Builder::new();
+    if let Some(slice) = slice {
+        b = b.base_slice(slice);
+    }
     for (i, &s) in shares.iter().enumerate() {
         b = b.queue(i, s);
     }
@@ -252,6 +265,7 @@ fn main() {
         .unwrap_or(if quick { 0.3 } else { 1.0 });
     let tasks: usize = args.parsed("--tasks").unwrap_or(3).max(1);
     let seed: u64 = args.parsed("--seed").unwrap_or(7);
+    let slice: Option<Duration> = args.parsed("--slice-us").map(Duration::from_micros);
     let mut configs: Vec<Vec<u32>> = args
         .all()
         .windows(2)
@@ -275,10 +289,10 @@ fn main() {
     );
     let wall = Instant::now();
     // Untimed warm-up (code, allocator).
-    run_config(&[1, 2], 1, 0.05, seed);
+    run_config(&[1, 2], 1, 0.05, seed, slice);
     let mut all = true;
     for shares in &configs {
-        let r = run_config(shares, tasks, secs, seed);
+        let r = run_config(shares, tasks, secs, seed, slice);
         all &= print_report(&r, tasks);
     }
     println!();
