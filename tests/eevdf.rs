@@ -122,13 +122,23 @@ fn e1_cases_with(t: u64, cost: impl Fn(usize) -> u64, cheap: bool) -> Vec<u64> {
 
 /// "The error does not grow with T": the 10 s run repeats the 1 s run
 /// exactly up to 1 s (same script, determinism), so its worst error is at
-/// least the 1 s one; assert it is not larger, i.e. no instant of the
-/// following 9 s is worse than the worst of the first second.
-fn assert_no_growth(sup_1s: &[u64], sup_10s: &[u64]) {
+/// least the 1 s one; assert that no instant of the following 9 s is worse
+/// than the worst of the first second by more than `p_max`.
+///
+/// Why `p_max` and not 0: the error is sampled at poll boundaries, at most
+/// `p_max` apart, and between two of them each queue's error moves along a
+/// line of slope at most 1 (`w_i/W` while it waits, `1 - w_i/W` while it
+/// runs). A schedule whose period is longer than 1 s meets the ideal line
+/// at other phases later on: weights 1:1000 with 100 us polls and a 250 us
+/// slice repeat every 3 s, with per-second worst errors of 299.5, 299.6,
+/// 299.6 us, 299.5, ... A drift shows once it adds up to more than one
+/// poll over the 9 s; E1's bound, asserted at every boundary up to 10 s,
+/// stays the outer limit.
+fn assert_no_growth(sup_1s: &[u64], sup_10s: &[u64], p_max: u64) {
     for ((ws, a), b) in WEIGHT_SETS.iter().zip(sup_1s).zip(sup_10s) {
         assert!(
-            b <= a,
-            "weights {ws:?}: worst error {b} ns over 10 s > {a} ns over 1 s"
+            *b <= a + p_max,
+            "weights {ws:?}: worst error {b} ns over 10 s > {a} ns over 1 s + p_max {p_max} ns"
         );
     }
 }
@@ -136,13 +146,13 @@ fn assert_no_growth(sup_1s: &[u64], sup_10s: &[u64]) {
 // E1 proportional share, equal poll costs (100 us): every weight set, at
 // every poll boundary up to T = 1 s and T = 10 s, within 2·(r_max + p_max)
 // = 1.7 ms. The bound does not depend on T (the error at t is minus the lag
-// at t, and lags are bounded), and the worst error over 10 s equals the
-// worst over the first second.
+// at t, and lags are bounded), and the worst error over 10 s is that of
+// the first second, within one poll.
 #[test]
 fn e1_proportional_share_equal_costs() {
     let sup_1s = e1_cases(SEC, |_| 100 * US);
     let sup_10s = e1_cases(10 * SEC, |_| 100 * US);
-    assert_no_growth(&sup_1s, &sup_10s);
+    assert_no_growth(&sup_1s, &sup_10s, 100 * US);
 }
 
 // E1 with unequal poll costs, 1 us vs 500 us (T = 1 s), in both
@@ -169,7 +179,7 @@ fn e1_proportional_share_unequal_costs_10s() {
     };
     let sup_1s = e1_cases(SEC, cost);
     let sup_10s = e1_cases(10 * SEC, cost);
-    assert_no_growth(&sup_1s, &sup_10s);
+    assert_no_growth(&sup_1s, &sup_10s, 500 * US);
 }
 
 // E1 in the amortised mode of a clock that is not cheap (the real clock's:
@@ -181,7 +191,7 @@ fn e1_proportional_share_unequal_costs_10s() {
 fn e1_proportional_share_amortised_clock() {
     let sup_1s = e1_cases_with(SEC, |_| 100 * US, false);
     let sup_10s = e1_cases_with(10 * SEC, |_| 100 * US, false);
-    assert_no_growth(&sup_1s, &sup_10s);
+    assert_no_growth(&sup_1s, &sup_10s, 100 * US);
 }
 
 // E1 in the amortised mode with 1 us against 500 us polls, in both
@@ -371,17 +381,18 @@ fn wake_latency(
 // enough to shed any debt (10 ms here) wakes with lag >= 0, so
 // v_fg <= V = v_bg and d_fg <= v_bg + r·K/w_fg, while
 // d_bg = v_bg + rem_bg·K/w_bg where rem_bg is what is left of bg's request.
-// With c_bg = 100 us and r = 750 us, bg's request is charged in 100 us
-// steps and renewed at v_bg + r when used, so rem_bg >= 50 us (375, 275,
-// 175, 75, then 750, 650, ..., 50). With w_fg = 100·w_bg (>= bg, as the
-// oracle asks), r·w_bg/w_fg = 7.5 us < 50 us: the precondition holds at
-// every wake. (With w_fg = w_bg and lag 0 it does not: see
+// With c_bg = 100 us and the default r = 250 us, bg's request is charged
+// in 100 us steps and renewed at v_bg + r when used, so rem_bg >= 25 us
+// (125, 25, then 250, 150, 50, 250, ...). With w_fg = 100·w_bg (>= bg, as
+// the oracle asks), r·w_bg/w_fg = 2.5 us < 25 us: the precondition holds
+// at every wake. (With w_fg = w_bg and lag 0 it does not: see
 // `e4_equal_weights_needs_lag_to_preempt`.)
 //
-// Wakes are scripted at multiples of 100 us, and every poll of either queue
-// costs 100 us, so each wake falls exactly at the start of a bg poll (a
-// timer due at a poll boundary fires just after the executor looked, see
-// `tests/common`): the worst case.
+// Wakes are scripted at multiples of 100 us (10 ms apart, shifted by 0, 100
+// or 200 us so that they meet every phase of bg's 300 us runs), and every
+// poll of either queue costs 100 us, so each wake falls exactly at the
+// start of a bg poll (a timer due at a poll boundary fires just after the
+// executor looked, see `tests/common`): the worst case.
 // * preemption on, min_run = 0: the wake is seen at the end of that poll and
 //   preempts at once: delay = c_bg exactly, for every wake;
 // * preemption on, default min_run (100 us): delay <= min_run + c_bg;
@@ -399,7 +410,7 @@ fn e4_wake_latency_with_preemption() {
 
 fn e4_wake_latency_with_preemption_case(cheap: bool) {
     let c = 100 * US;
-    let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS).collect();
+    let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS + (k % 3) * c).collect();
     let min_run_0 = wake_latency(
         cheap,
         |b| b.min_run(Duration::ZERO),
@@ -492,9 +503,15 @@ fn e4_wake_latency_polls_shorter_than_min_run_case(cheap: bool) {
 // 0 has d_fg = V + r·K/w >= d_bg, so R5 would not pick it and R9 does not
 // preempt (as in Linux: equal slices and zero lag give no wakeup
 // preemption). What R8 guarantees then is the bound without preemption,
-// r_bg + c_bg, and that is asserted with preemption on and off; with
-// preemption on, the waker still preempts whenever it wakes with enough lag
-// to have the earlier deadline, so its delays are shorter on the whole.
+// with one more request in the worst case: when the wake is seen at the
+// very boundary where bg's request is used and renewed, d_bg = v_bg + r·K/w
+// equals d_fg, and R5 gives the tie to the lower index, bg, for a whole
+// request (ceil(r/c_bg) polls). So delay <= c_bg + ceil(r/c_bg)·c_bg
+// (400 us with the default 250 us slice: the wakes at 30, 60, 90 ms, ...
+// with preemption on), asserted with preemption on and off. The wakes are
+// shifted by 0, 100 or 200 us to meet every phase of bg's runs; with preemption on, the waker still
+// preempts whenever it wakes with enough lag to have the earlier deadline,
+// so its delays are shorter on the whole.
 #[test]
 fn e4_equal_weights_needs_lag_to_preempt() {
     for cheap in [true, false] {
@@ -504,7 +521,7 @@ fn e4_equal_weights_needs_lag_to_preempt() {
 
 fn e4_equal_weights_needs_lag_to_preempt_case(cheap: bool) {
     let c = 100 * US;
-    let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS).collect();
+    let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS + (k % 3) * c).collect();
     let on = wake_latency(
         cheap,
         |b| b.min_run(Duration::ZERO),
@@ -512,9 +529,10 @@ fn e4_equal_weights_needs_lag_to_preempt_case(cheap: bool) {
         (1, c),
         wakes.clone(),
     );
-    assert!(on.iter().all(|&d| d <= R + c), "on: {on:?}");
+    let bound = c + R.div_ceil(c) * c;
+    assert!(on.iter().all(|&d| d <= bound), "on: {on:?}");
     let off = wake_latency(cheap, |b| b.preemption(false), (1, c), (1, c), wakes);
-    assert!(off.iter().all(|&d| d <= R + c), "off: {off:?}");
+    assert!(off.iter().all(|&d| d <= bound), "off: {off:?}");
     assert!(on.iter().sum::<u64>() < off.iter().sum::<u64>());
 }
 

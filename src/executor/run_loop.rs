@@ -82,7 +82,12 @@ pub(crate) struct RunState {
     /// per poll, recomputed ([`Core::update_stop`]) wherever one of its
     /// causes changes (checkpoint, placement, `should_yield`).
     pub(crate) stop: Cell<bool>,
+    /// The request in force is used: the run ends at this boundary once
+    /// another queue is runnable (R8b).
     pub(crate) slice_over: Cell<bool>,
+    /// R4 renewed the running queue's request during this run, so
+    /// RUN_TO_PARITY no longer protects it.
+    pub(crate) renewed: Cell<bool>,
     pub(crate) turn_over: Cell<bool>,
     pub(crate) preempt: Cell<bool>,
     /// A queue that woke during this run may preempt it but `min_run` still
@@ -237,6 +242,7 @@ impl Core {
         r.queue.set(Some(q));
         r.run_start_ns.set(r.last_ns.get());
         r.slice_over.set(false);
+        r.renewed.set(false);
         r.preempt.set(false);
         r.preempt_at.set(None);
         r.end_requested.set(false);
@@ -402,7 +408,7 @@ impl Core {
         // one when that request is used (R4 renewed it during this run),
         // or when a waker was entitled to preempt the run (or soon would
         // be, after min_run).
-        let protected = !(r.slice_over.get() || r.preempt.get() || r.preempt_at.get().is_some());
+        let protected = !(r.renewed.get() || r.preempt.get() || r.preempt_at.get().is_some());
         r.prev.set(protected.then_some(q));
         r.queue.set(None);
         r.polls_left.get() == 0 || r.turn_over.get()
@@ -434,6 +440,13 @@ impl Core {
             let mut qs = self.queues.borrow_mut();
             if qs.eevdf.charge(q, delta) {
                 r.slice_over.set(true);
+                r.renewed.set(true);
+            } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
+                // Alone, a used request does not end the run (R5 would pick
+                // the queue again) and R4 renewed it: once another queue
+                // is placed, the run ends when the request in force is
+                // used (R8b), not at once.
+                r.slice_over.set(false);
             }
             let st = &mut qs.list[q];
             st.counters.service_ns += delta;
@@ -545,8 +558,12 @@ impl Core {
         let cur = r.queue.get();
         if let Some(c) = cur {
             // Charge the running queue first so that V is current (the
-            // countdown and the stop flag are set below, once placed).
-            self.charge_now(c);
+            // countdown and the stop flag are set below, once placed);
+            // unless the last checkpoint was at this boundary (no poll
+            // since), whose `slice_over` must stay as it is.
+            if r.countdown_set.get() != r.countdown.get() {
+                self.charge_now(c);
+            }
         }
         let mut qs = self.queues.borrow_mut();
         let mut pending = std::mem::take(&mut qs.pending);
