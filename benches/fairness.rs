@@ -52,7 +52,7 @@
 //! time is charged to whichever queue was running, which shows as error.
 //!
 //! `--slice-us N` sets every queue's slice (`Builder::base_slice`, default
-//! 750 us): the lag bound, and so the error a 1 s window can catch, scales
+//! 250 us): the lag bound, and so the error a 1 s window can catch, scales
 //! with it.
 //!
 //! Usage: `cargo bench --bench fairness [-- --shares A:B:.. --secs S

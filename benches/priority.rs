@@ -92,7 +92,9 @@
 //!
 //! Usage: `cargo bench --bench priority [-- --secs S --warmup S --quick
 //! --rps N --bg N --seed N --systems 1,4,5 --no-pin --host-yield-us N
-//! --fg-shares N]`. The last two set systems 4 and 5's
+//! --fg-shares N --slice-us N]`. `--slice-us` sets systems 4 and 5's
+//! `base_slice` (default the crate's). `--host-yield-us` and
+//! `--fg-shares` set their
 //! `host_yield_interval` (default 500 us, the crate's default) and Fg
 //! queue shares (default 99, the weights of clockworker's published run,
 //! `../shared/reference/scheduling.md` 4.4; the example is 8): with
@@ -151,6 +153,8 @@ struct Config {
     host_yield: Duration,
     /// tourbillon's fg queue shares (`--fg-shares`; bg has 1).
     fg_shares: u32,
+    /// tourbillon's `base_slice` (`--slice-us`; default the crate's).
+    slice: Duration,
 }
 
 /// The measured window: `[start, end)`.
@@ -428,6 +432,7 @@ fn tourbillon(
         .queue(Q::Fg, cfg.fg_shares)
         .queue(Q::Bg, BG_SHARES)
         .host_yield_interval(cfg.host_yield)
+        .base_slice(cfg.slice)
         .build()
         .unwrap();
     let fgq = ex.queue(Q::Fg).unwrap();
@@ -611,6 +616,10 @@ fn main() {
                 .unwrap_or(tourbillon::DEFAULT_HOST_YIELD_INTERVAL.as_micros() as u64),
         ),
         fg_shares: args.parsed("--fg-shares").unwrap_or(FG_SHARES),
+        slice: Duration::from_micros(
+            args.parsed("--slice-us")
+                .unwrap_or(tourbillon::DEFAULT_BASE_SLICE.as_micros() as u64),
+        ),
     };
     let systems: Vec<System> = match value("--systems") {
         Some(list) => list

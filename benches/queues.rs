@@ -9,7 +9,7 @@
 //! queues each queue holds one task).
 //!
 //! Groups (throughput per poll, i.e. per yield; `N` in 1, 2, 8, 64):
-//! * `queues_default_slice`: default options (750 us slice). Between
+//! * `queues_default_slice`: default options (250 us slice). Between
 //!   queues the executor decides at the end of a queue's slice, so the pick
 //!   is amortised over the many polls of a run: this is what the choice
 //!   among queues costs in practice.

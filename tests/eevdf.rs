@@ -2,8 +2,8 @@
 //! as exact assertions on the virtual clock of `tests/common`.
 //!
 //! Notation (scheduling.md): `w_i` weight, `W` sum of the weights of the
-//! runnable queues, `r_i` request (slice; 750 us by default for every queue,
-//! so `r_max = 750 us`), `p_max` the largest scripted poll cost, `S_i` the
+//! runnable queues, `r_i` request (slice; 250 us by default for every queue,
+//! so `r_max = 250 us`), `p_max` the largest scripted poll cost, `S_i` the
 //! service queue `i` received, `T` the length of the run.
 //!
 //! Facts of the executor every bound below rests on:
@@ -145,7 +145,7 @@ fn assert_no_growth(sup_1s: &[u64], sup_10s: &[u64], p_max: u64) {
 
 // E1 proportional share, equal poll costs (100 us): every weight set, at
 // every poll boundary up to T = 1 s and T = 10 s, within 2·(r_max + p_max)
-// = 1.7 ms. The bound does not depend on T (the error at t is minus the lag
+// = 700 us. The bound does not depend on T (the error at t is minus the lag
 // at t, and lags are bounded), and the worst error over 10 s is that of
 // the first second, within one poll.
 #[test]
@@ -158,7 +158,7 @@ fn e1_proportional_share_equal_costs() {
 // E1 with unequal poll costs, 1 us vs 500 us (T = 1 s), in both
 // orientations (queue 0, the lightest, cheap; then queue 0 expensive), so
 // that a queue of many tiny polls (61 per host turn, R8d) meets a queue of
-// long ones in both roles. Bound 2·(r_max + p_max) = 2.5 ms.
+// long ones in both roles. Bound 2·(r_max + p_max) = 1.5 ms.
 #[test]
 fn e1_proportional_share_unequal_costs_1s() {
     e1_cases(SEC, |i| if i.is_multiple_of(2) { US } else { 500 * US });
@@ -166,7 +166,7 @@ fn e1_proportional_share_unequal_costs_1s() {
 }
 
 // E1 with unequal poll costs over T = 10 s (100 us vs 500 us, to keep the
-// number of polls reasonable): the bound of 1 s (2.5 ms) holds at every
+// number of polls reasonable): the bound of 1 s (1.5 ms) holds at every
 // boundary up to 10 s, and the worst error does not grow after 1 s.
 #[test]
 fn e1_proportional_share_unequal_costs_10s() {
@@ -214,7 +214,7 @@ fn e1_proportional_share_unequal_costs_amortised_clock() {
 // E2 (Seastar's parallelism case): queue A has 1 always-runnable task,
 // queue B has 10, equal weights: A and B share 1:1 (a queue's share does
 // not depend on how many tasks it holds), within E1's tolerance
-// |S - T/2| <= 2·(r_max + p_max) = 1.7 ms. Both declaration orders.
+// |S - T/2| <= 2·(r_max + p_max) = 700 us. Both declaration orders.
 #[test]
 fn e2_one_task_vs_ten_tasks_equal_weights() {
     let t = SEC;
@@ -320,7 +320,7 @@ fn lag_bound_case(queues: &[(u32, u64, u64)], t: u64, cheap: bool) -> (i64, i64)
 //   residue and one ns of truncation per queue: Σ lag_ns ∈ (-(W/K + N), N).
 // Two cases over 1 s: five queues of weights 1..=5 with the default slice
 // and poll costs 7 us .. 487 us; three queues of weights 1, 1000, 7 with
-// slices 100 us, 750 us, 2 ms (r_max = 2 ms) and costs 50, 300, 20 us.
+// slices 100 us, 250 us, 2 ms (r_max = 2 ms) and costs 50, 300, 20 us.
 #[test]
 fn e3_lag_bound_at_every_run_boundary() {
     let costs = [7 * US, 487 * US, 60 * US, 250 * US, 131 * US];
@@ -469,7 +469,7 @@ fn e4_preemption_off_bound_holds_for_every_slice() {
 // boundary once the run has lasted min_run: delay <= min_run + c_bg =
 // 130 us (R9: protection delays the preemption, it does not cancel it).
 // With min_run = 0: delay <= c_bg. The precondition holds as above: 30 us
-// steps of a 750 us request leave rem_bg >= 15 us > r·w_bg/w_fg = 7.5 us.
+// steps of a 250 us request leave rem_bg >= 5 us > r·w_bg/w_fg = 2.5 us.
 #[test]
 fn e4_wake_latency_polls_shorter_than_min_run() {
     for cheap in [true, false] {
@@ -587,7 +587,7 @@ fn sleeper_credit(d: u64, window: u64, cheap: bool) -> (u64, Vec<PollRec>) {
 
 // E5: no sleep credit beyond the clamp.
 //
-// A leaves (R7) with a lag of +25 ms, clamped to L_A = 2·r_A = 1.5 ms real;
+// A leaves (R7) with a lag of +25 ms, clamped to L_A = 2·r_A = 500 us real;
 // it keeps that credit while asleep (only debt decays, R6) and is placed
 // with it at its wake. For every window [wake, t], t any poll end up to
 // wake + 100 ms:
@@ -1210,7 +1210,7 @@ fn a_turn_that_follows_a_busy_turn_reads_the_clock_once() {
 
 /// A queue none of whose polls was measured yet is checked after its first
 /// poll on a clock that is not cheap. Two queues of equal weight whose
-/// tasks poll for 1 ms each (longer than the 750 us slice and the 500 us
+/// tasks poll for 1 ms each (longer than the 250 us slice and the 500 us
 /// host interval): every run is one poll, so the order of the polls is the
 /// one the exact clock (`ManualClock`, a read after every poll) gives, from
 /// the first poll on. Before, the unknown cost counted as 1 ns, and the
