@@ -31,7 +31,7 @@
 //!
 //! Samples are `Executor::stats()` snapshots taken by the main future of
 //! `block_on`, which re-wakes itself and so is polled between every two
-//! driver turns (every 61 polls or 500 us, whichever first); the executor's
+//! driver turns (every 61 polls or 200 us, whichever first); the executor's
 //! state is then between runs.
 //!
 //! Target tracked by the project: each queue within 2% of its ideal share

@@ -95,7 +95,7 @@
 //! --fg-shares N --slice-us N]`. `--slice-us` sets systems 4 and 5's
 //! `base_slice` (default the crate's). `--host-yield-us` and
 //! `--fg-shares` set their
-//! `host_yield_interval` (default 500 us, the crate's default) and Fg
+//! `host_yield_interval` (default 200 us, the crate's default) and Fg
 //! queue shares (default 99, the weights of clockworker's published run,
 //! `../shared/reference/scheduling.md` 4.4; the example is 8): with
 //! a CPU-bound bg queue, the host's timers (the fg sleeps) are serviced once

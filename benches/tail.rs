@@ -38,7 +38,7 @@
 //! The arrival generator is the main future of each system (polled while
 //! the executor is idle, spinning: it re-wakes itself). But a main future
 //! is polled only between turns (tokio's `LocalSet`: every 61 polls, i.e.
-//! up to ~6 ms here; tourbillon: every 61 polls or 500 us), which would
+//! up to ~6 ms here; tourbillon: every 61 polls or 200 us), which would
 //! batch arrivals differently per system. So the generator's step, `pump`,
 //! is also called by every task at the end of each CPU segment, like an
 //! interrupt that becomes visible at the next poll boundary: every system

@@ -60,14 +60,24 @@ pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;
 /// 3 of 64 runs with 750 us; with 250 us it was within 0.75% in all of 30
 /// (README, "Fairness").
 /// Switching queues costs the executor about a hundred nanoseconds, not
-/// the microseconds of a kernel context switch that Linux's value weighs,
-/// and the default host-yield interval (500 us) already bounds a run.
+/// the microseconds of a kernel context switch that Linux's value weighs.
 pub const DEFAULT_BASE_SLICE: Duration = Duration::from_micros(250);
 /// Default polls per turn before control goes back to the host: 61, tokio's
 /// `LocalSet::MAX_TASKS_PER_TICK` and `event_interval`.
 pub const DEFAULT_MAX_POLLS: u32 = 61;
-/// Default host-yield interval: 500 us, clockworker's `driver_yield`.
-pub const DEFAULT_HOST_YIELD_INTERVAL: Duration = Duration::from_micros(500);
+/// Default host-yield interval: 200 us.
+///
+/// Nested in a host runtime, the host's timers and I/O are serviced once
+/// per turn, so while long polls keep the executor busy, a task waiting on
+/// a host timer waits for the next turn. In `benches/priority.rs` (fg
+/// requests of 100-500 us polls and tokio sleeps, 99:1 against a
+/// CPU-bound bg queue), the fg p99 latency was 6,369 to 6,580 us with 500
+/// us (clockworker's `driver_yield`, the default until the tenth session),
+/// 6,111 to 6,159 with 250 and 5,761 to 5,814 with 200, against 5,389 to
+/// 6,398 for tokio with no bg at all. A turn costs the host's driver poll:
+/// `benches/host_interval.rs` (polls of 5 and 20 us) lost 0.13% to 0.17%
+/// of its throughput at 200 us against 500.
+pub const DEFAULT_HOST_YIELD_INTERVAL: Duration = Duration::from_micros(200);
 /// Default minimum run before a waking queue may preempt: 100 us,
 /// clockworker's `min_slice` (capped by the running queue's slice).
 pub const DEFAULT_MIN_RUN: Duration = Duration::from_micros(100);
@@ -226,7 +236,7 @@ impl<K: QueueKey> Builder<K> {
 
     /// Time after which control returns to the host even if tasks are
     /// runnable, so its timers and I/O are serviced. Default
-    /// [`DEFAULT_HOST_YIELD_INTERVAL`] (500 us).
+    /// [`DEFAULT_HOST_YIELD_INTERVAL`] (200 us).
     pub fn host_yield_interval(mut self, interval: Duration) -> Self {
         self.host_yield_interval = interval;
         self

@@ -440,7 +440,9 @@ fn e4_wake_latency_with_preemption_case(cheap: bool) {
 // request a queue was picked with, not the one R4 renews when it is used
 // (Linux's `protect_slice`). Before that was so, a run that ended with its
 // request used was continued under the renewed one until the host-yield
-// interval (500 us) ended the turn: delays up to 400 us for a 250 us slice.
+// interval ended the turn (delays up to 400 us for a 250 us slice with the
+// 500 us interval of then). The interval here is 2 ms, so that only
+// requests end runs.
 #[test]
 fn e4_preemption_off_bound_holds_for_every_slice() {
     let c = 100 * US;
@@ -450,7 +452,11 @@ fn e4_preemption_off_bound_holds_for_every_slice() {
             let r = slice_us * US;
             let off = wake_latency(
                 cheap,
-                |b| b.base_slice(Duration::from_nanos(r)).preemption(false),
+                |b| {
+                    b.base_slice(Duration::from_nanos(r))
+                        .preemption(false)
+                        .host_yield_interval(Duration::from_millis(2))
+                },
                 (1, c),
                 (100, c),
                 wakes.clone(),
@@ -522,16 +528,20 @@ fn e4_equal_weights_needs_lag_to_preempt() {
 fn e4_equal_weights_needs_lag_to_preempt_case(cheap: bool) {
     let c = 100 * US;
     let wakes: Vec<u64> = (1..=100).map(|k| k * 10 * MS + (k % 3) * c).collect();
+    // Runs end at request ends only, not also at host turns (the default
+    // interval, 200 us, is shorter than the slice): what is compared is
+    // the preemption rule.
+    let host = |b: Builder<usize>| b.host_yield_interval(Duration::from_millis(1));
     let on = wake_latency(
         cheap,
-        |b| b.min_run(Duration::ZERO),
+        |b| host(b).min_run(Duration::ZERO),
         (1, c),
         (1, c),
         wakes.clone(),
     );
     let bound = c + R.div_ceil(c) * c;
     assert!(on.iter().all(|&d| d <= bound), "on: {on:?}");
-    let off = wake_latency(cheap, |b| b.preemption(false), (1, c), (1, c), wakes);
+    let off = wake_latency(cheap, |b| host(b).preemption(false), (1, c), (1, c), wakes);
     assert!(off.iter().all(|&d| d <= bound), "off: {off:?}");
     assert!(on.iter().sum::<u64>() < off.iter().sum::<u64>());
 }
@@ -1210,7 +1220,7 @@ fn a_turn_that_follows_a_busy_turn_reads_the_clock_once() {
 
 /// A queue none of whose polls was measured yet is checked after its first
 /// poll on a clock that is not cheap. Two queues of equal weight whose
-/// tasks poll for 1 ms each (longer than the 250 us slice and the 500 us
+/// tasks poll for 1 ms each (longer than the 250 us slice and the 200 us
 /// host interval): every run is one poll, so the order of the polls is the
 /// one the exact clock (`ManualClock`, a read after every poll) gives, from
 /// the first poll on. Before, the unknown cost counted as 1 ns, and the

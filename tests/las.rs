@@ -1108,7 +1108,7 @@ fn thin_p99_of(tasks: &[ModelTask], done: &[u64]) -> u64 {
 }
 
 /// The executor's turn budgets under which L6 replays: the default (61
-/// polls / 500 us per driver turn), a turn after every poll, and turns
+/// polls / 200 us per driver turn), a turn after every poll, and turns
 /// that never end before the executor is idle. With one queue, standalone
 /// (`block_on`, not nested: a yield requeues at once instead of waiting for
 /// the next turn), a turn boundary only returns to the driver loop: no time

@@ -199,7 +199,7 @@ impl<K: QueueKey> Executor<K> {
     /// A future that runs the executor's tasks while it is polled, until
     /// `future` completes: nest the executor in a host runtime (a tokio
     /// `current_thread` runtime or `LocalSet`, smol, ...). Every turn
-    /// (61 polls or 500 us by default) it returns to the host so that the
+    /// (61 polls or 200 us by default) it returns to the host so that the
     /// host's timers and sockets, which the tasks may use, make progress.
     ///
     /// ```
