@@ -82,16 +82,19 @@ fn several_wakes_before_the_next_poll_enqueue_the_task_once() {
     assert_eq!(p.polls.get(), 3);
 
     // During a run, from the main future, mixed with a foreign wake that
-    // is still in the inbox.
+    // is still in the inbox. The marker task is spawned after the wakes, so
+    // it runs after the probe's poll (FIFO) whatever the turns: `block_on`
+    // returns once the marker is done, and a turn may end after any poll
+    // on the real clock (the host-yield interval; under valgrind a poll
+    // can take longer than the interval).
     let w = p.waker();
     let w2 = w.clone();
     thread::spawn(move || w2.wake()).join().unwrap();
-    let marker = ex.spawn("q", async {}).unwrap();
     ex.block_on(async {
         for _ in 0..5 {
             w.wake_by_ref();
         }
-        marker.await.unwrap();
+        ex.spawn("q", async {}).unwrap().await.unwrap();
     });
     assert_eq!(p.polls.get(), 4);
     assert_eq!(ex.run_until_stalled(), 0);
