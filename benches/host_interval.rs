@@ -39,11 +39,6 @@ const INTERVALS_US: [u64; 3] = [500, 200, 100];
 /// Tasks in the queue.
 const TASKS: usize = 1_000;
 
-fn spin(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {}
-}
-
 /// One round: (polls per second, turns per second).
 fn round(interval_us: u64, poll: Duration, secs: f64) -> (f64, f64) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -61,7 +56,7 @@ fn round(interval_us: u64, poll: Duration, secs: f64) -> (f64, f64) {
             let stop = stop.clone();
             ex.spawn(0u8, async move {
                 while !stop.get() {
-                    spin(poll);
+                    common::spin(poll);
                     yield_now().await;
                 }
             })

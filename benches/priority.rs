@@ -215,18 +215,6 @@ fn place_executor(cfg: &Config, what: &str) {
     }
 }
 
-/// Busy loop on the real clock for `d`; returns when it ended.
-fn spin(d: Duration) -> Instant {
-    let start = Instant::now();
-    loop {
-        let now = Instant::now();
-        if now.duration_since(start) >= d {
-            return now;
-        }
-        std::hint::spin_loop();
-    }
-}
-
 // --------------------------------------------------------------- workload --
 
 /// The generator thread: one request every `1 / rps` from `t0` until the
@@ -277,7 +265,7 @@ fn generate(
 async fn fg_request(req: Request, shared: Arc<Shared>, samples: Samples) {
     let first_poll = Instant::now();
     for &(cpu, sleep) in &req.rounds {
-        let end = spin(cpu);
+        let end = common::spin(cpu);
         if shared.window.contains(end) {
             shared
                 .fg_cpu_ns
@@ -301,7 +289,7 @@ async fn bg_loop(seed: u64, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         let cpu = micros(&mut rng, CPU_US);
         let sleep = micros(&mut rng, SLEEP_US);
-        let end = spin(cpu);
+        let end = common::spin(cpu);
         if shared.window.contains(end) {
             shared.bg_units.fetch_add(1, Ordering::Relaxed);
             shared

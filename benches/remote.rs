@@ -121,14 +121,6 @@ struct Config {
 /// Set when an executor thread could not pin itself (reported once).
 static PIN_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// Busy loop on the real clock for `d`.
-fn spin(d: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
 /// Spins until `cond`; yields the CPU now and then, in case both threads
 /// share one (`--no-pin`).
 fn spin_until(cond: impl Fn() -> bool) {
@@ -458,7 +450,7 @@ fn wake_run<S: RemoteSys>(s: &S, wakes: usize, gap: Option<Duration>) -> Sample 
     for i in 0..total as u64 {
         spin_until(|| sig.ack.load(Ordering::Acquire) >= i);
         if let Some(gap) = gap {
-            spin(gap);
+            common::spin(gap);
         }
         let t = sig.now();
         sig.wake_at.store(t, Ordering::Release);

@@ -393,15 +393,7 @@ impl Future for Sleep<'_> {
 
 /// Busy-spins `ns` from now; returns the instant it ended.
 fn spin(ns: u64) -> Instant {
-    let start = Instant::now();
-    let end = start + Duration::from_nanos(ns);
-    loop {
-        let now = Instant::now();
-        if now >= end {
-            return now;
-        }
-        std::hint::spin_loop();
-    }
+    common::spin(Duration::from_nanos(ns))
 }
 
 /// Task `j` of the script: its segments, with the system's `yield_now`.

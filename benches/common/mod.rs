@@ -3,6 +3,19 @@
 #![allow(dead_code)]
 
 use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Busy loop on the real clock for `d`; returns the instant it ended.
+pub fn spin(d: Duration) -> Instant {
+    let start = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now.duration_since(start) >= d {
+            return now;
+        }
+        std::hint::spin_loop();
+    }
+}
 
 /// Pins the whole process (all threads) to CPU 1 with `taskset`, so that
 /// systems compared in one process share one core; says whether it could.
