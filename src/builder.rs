@@ -5,6 +5,7 @@ use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::boundary::PanicSink;
 use crate::error::BuildError;
 use crate::executor::clock::{Clock, SystemClock};
 use crate::executor::core::Core;
@@ -361,7 +362,9 @@ impl<K: QueueKey> Builder<K> {
         };
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
         let report = self.stall.map(|(_, r)| r);
-        let core = Core::new(Queues::new(specs, self.base_slice), clock, cfg, report);
+        let panics = Rc::new(PanicSink::new(cfg.panic_policy == PanicPolicy::Propagate));
+        let queues = Queues::new(specs, self.base_slice, &panics);
+        let core = Core::new(queues, clock, cfg, panics, report);
         Ok(Executor::from_parts(
             Rc::new(core),
             std::sync::Arc::new(KeyMap::new(keys)),

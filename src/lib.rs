@@ -2,6 +2,7 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod boundary;
 mod builder;
 mod error;
 mod executor;

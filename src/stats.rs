@@ -89,6 +89,16 @@ pub struct ExecutorStats {
     pub turns: u64,
     /// How often `block_on` parked the thread for lack of work.
     pub parks: u64,
+    /// Panics of user code other than a task's own poll or destructor (a
+    /// waker, a clock, a custom scheduler, a callback, an output's or a
+    /// payload's destructor) that the executor caught and dropped, as
+    /// [`PanicPolicy`](crate::PanicPolicy) says. A task's panic is not
+    /// counted here: its join handle reports it.
+    pub caught_panics: u64,
+    /// Broken rules of the [`Scheduler`](crate::Scheduler) contract seen
+    /// (ids not the scheduler's to hand out, a wrong `len` in debug
+    /// builds).
+    pub scheduler_violations: u64,
     /// Tasks alive: spawned and not yet ended (as tokio's
     /// `num_alive_tasks`; an ended task's unread result waits in its join
     /// handle's hold, not in the executor).

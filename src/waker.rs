@@ -46,10 +46,21 @@ unsafe fn clone(ptr: *const ()) -> RawWaker {
 }
 
 unsafe fn wake(ptr: *const ()) {
-    // SAFETY: `ptr` is the data of a live owned waker (consumed below).
+    /// Gives up the consumed waker's reference when the wake returns, and
+    /// also if it unwinds (a custom scheduler's `push` is behind the
+    /// executor's panic boundary, but the reference must not depend on it).
+    struct Release(*const ());
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // SAFETY: `wake` consumes the waker and with it its reference,
+            // given up once, here.
+            unsafe { drop_waker(self.0) };
+        }
+    }
+    let _release = Release(ptr);
+    // SAFETY: `ptr` is the data of a live owned waker, whose reference
+    // `_release` gives up only after this call.
     unsafe { wake_by_ref(ptr) };
-    // SAFETY: `wake` consumes the waker and with it its reference.
-    unsafe { drop_waker(ptr) };
 }
 
 unsafe fn wake_by_ref(ptr: *const ()) {

@@ -16,7 +16,8 @@ use std::time::Duration;
 use super::clock::Clock;
 use super::inbox::Remote;
 use super::run_loop::RunState;
-use crate::builder::{Config, PanicPolicy, StallReport};
+use crate::boundary::{self, PanicSink};
+use crate::builder::{Config, StallReport};
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::Queues;
@@ -61,8 +62,12 @@ pub(crate) struct Core {
     pub(crate) nested: Cell<bool>,
     pub(crate) groups: RefCell<Groups>,
     pub(crate) counters: ExecCounters,
-    /// The stall detector's callback, if any.
-    pub(crate) stall_report: Option<StallReport>,
+    /// Where panics of user code go (the panic policy: `crate::boundary`).
+    pub(crate) panics: Rc<PanicSink>,
+    /// The stall detector's callback, if any; dropped at shutdown, so that
+    /// a callback that holds a [`Spawner`](crate::Spawner) (and so this
+    /// core) cannot keep the executor alive.
+    pub(crate) stall_report: RefCell<Option<StallReport>>,
 }
 
 impl Core {
@@ -70,6 +75,7 @@ impl Core {
         queues: Queues,
         clock: Box<dyn Clock>,
         cfg: Config,
+        panics: Rc<PanicSink>,
         stall_report: Option<StallReport>,
     ) -> Self {
         let remote = Arc::new(Remote::default());
@@ -90,12 +96,26 @@ impl Core {
             nested: Cell::new(false),
             groups: RefCell::new(Groups::default()),
             counters: ExecCounters::default(),
-            stall_report,
+            panics,
+            stall_report: RefCell::new(stall_report),
         }
     }
 
-    pub(crate) fn propagate_panics(&self) -> bool {
-        self.cfg.panic_policy == PanicPolicy::Propagate
+    /// Reads the clock (user code): a panic goes to the panic sink, and the
+    /// reading is then the last checkpoint's, as if no time had passed.
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        match boundary::call(|| self.clock.now_ns()) {
+            Ok(now) => now,
+            Err(p) => self.clock_failed(p),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clock_failed(&self, payload: boundary::Payload) -> u64 {
+        self.panics.report(payload);
+        self.run.last_ns.get()
     }
 
     /// Spawns `future` onto queue `q`, in the keyed group `group` or as a
@@ -172,7 +192,7 @@ impl Core {
                 tasks.set_name(id, name);
             }
             if self.cfg.latency {
-                tasks.set_ready(id, self.clock.now_ns());
+                tasks.set_ready(id, self.now_ns());
             }
             (spawned, id, group)
         };
@@ -230,7 +250,8 @@ impl Core {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {
             if self.cfg.latency {
-                self.tasks.borrow_mut().set_ready(id, self.clock.now_ns());
+                let now = self.now_ns();
+                self.tasks.borrow_mut().set_ready(id, now);
             }
             self.push_task(q, id, group);
         }
@@ -246,9 +267,8 @@ impl Core {
             header.update_state(|st| st.transition_to_scheduled() == TransitionToScheduled::Push);
         if push {
             if self.cfg.latency {
-                self.tasks
-                    .borrow_mut()
-                    .set_ready(header.id, self.clock.now_ns());
+                let now = self.now_ns();
+                self.tasks.borrow_mut().set_ready(header.id, now);
             }
             let group = if header.state().is_keyed() {
                 self.tasks.borrow().group_of(header)
@@ -276,7 +296,9 @@ impl Core {
     /// is woken at the next host turn, as tokio defers it.
     pub(crate) fn yield_current(&self, waker: &Waker) {
         if self.driving.get() && self.nested.get() {
-            self.deferred_wakers.borrow_mut().push(waker.clone());
+            // Cloned before the borrow: the clone is the waker's code.
+            let waker = waker.clone();
+            self.deferred_wakers.borrow_mut().push(waker);
         } else {
             waker.wake_by_ref();
         }
@@ -326,6 +348,8 @@ impl Core {
             runs: self.counters.runs.get(),
             turns: self.counters.turns.get(),
             parks: self.counters.parks.get(),
+            caught_panics: self.panics.caught(),
+            scheduler_violations: self.panics.violations(),
             live_tasks: self.tasks.borrow().len(),
             live_groups: self.groups.borrow().len(),
             avg_vruntime: qs.eevdf.avg_vruntime(),
@@ -350,17 +374,40 @@ impl Core {
     /// Drops every unfinished task exactly once and refuses new ones. Their
     /// join handles then resolve to `Cancelled` (completed tasks left the
     /// slab already: their results wait in their handles' cells).
+    ///
+    /// Every destructor, waker and callback it runs is a panic boundary,
+    /// and their panics are dropped (nothing unwinds out of a drop): the
+    /// shutdown always finishes.
     pub(crate) fn shutdown(&self) {
         if self.shutdown.replace(true) {
             return;
         }
-        // Spawn ops that never ran: dropped here, their join handles read
-        // Cancelled.
-        drop(self.remote.close());
+        // Spawn ops that never ran: dropped here, one by one (a future's
+        // destructor may panic), their join handles read Cancelled.
+        for op in self.remote.close() {
+            self.drop_quietly(op);
+        }
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
         let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
-        drop(wakers);
+        for w in wakers {
+            self.drop_quietly(w);
+        }
+        let report = self.stall_report.borrow_mut().take();
+        self.drop_quietly(report);
+        self.drain_tasks();
+        self.panics.discard();
+    }
+
+    /// Drops `value`, whose destructor is user code, at shutdown.
+    fn drop_quietly<T>(&self, value: T) {
+        if let Some(p) = boundary::drop_caught(value) {
+            self.panics.report(p);
+        }
+    }
+
+    /// Drops every unfinished task (shutdown).
+    fn drain_tasks(&self) {
         // Destructors may drop join handles or wake tasks: each pass drops
         // with no borrow held, and the loop catches anything they left.
         loop {
@@ -384,12 +431,14 @@ impl Core {
             let mut join_wakers = Vec::new();
             for d in entries {
                 join_wakers.extend(d.join_waker);
-                drop(d.entry);
+                if let Some(p) = d.entry.release() {
+                    self.panics.report(p);
+                }
                 // A remote task dropped unfinished: its handle reads Cancelled.
-                drop(d.deliver);
+                self.drop_quietly(d.deliver);
             }
             for w in join_wakers {
-                w.wake();
+                self.panics.check(boundary::call(move || w.wake()));
             }
         }
     }

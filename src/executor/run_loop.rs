@@ -30,22 +30,52 @@
 //! (`max_polls` polls or `host_yield_interval`, R8d).
 
 use std::cell::Cell;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
 use super::batch::{Batch, Held, Tail};
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
+use crate::boundary;
 use crate::stats::Stall;
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
-use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled};
+use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled, Spurious};
 
 /// What [`Core::observe_before`] read before a poll.
 struct Observed {
     ready_ns: Option<u64>,
     name: Option<Rc<str>>,
+}
+
+/// A `tracing` span entered for a run or a poll: the subscriber's code
+/// that enters and leaves it is user code, behind the panic boundary.
+#[cfg(feature = "tracing")]
+struct Traced<'a> {
+    span: Option<tracing::span::EnteredSpan>,
+    sink: &'a crate::boundary::PanicSink,
+}
+
+#[cfg(feature = "tracing")]
+impl<'a> Traced<'a> {
+    fn enter(
+        sink: &'a crate::boundary::PanicSink,
+        f: impl FnOnce() -> tracing::span::EnteredSpan,
+    ) -> Self {
+        Self {
+            span: sink.check(boundary::call(f)),
+            sink,
+        }
+    }
+}
+
+#[cfg(feature = "tracing")]
+impl Drop for Traced<'_> {
+    fn drop(&mut self) {
+        if let Some(span) = self.span.take() {
+            self.sink.check(boundary::call(move || drop(span)));
+        }
+    }
 }
 
 /// Whether work remains after a turn.
@@ -125,12 +155,22 @@ impl Core {
     /// (`perf stat`; PROFILING.md, "Applied in the seventh session"). The
     /// gap, the driver's own few instructions, goes to the first run's
     /// charge.
+    ///
+    /// A panic that the panic policy propagates (`crate::boundary`)
+    /// resumes from here, at the end of the turn, with the executor's
+    /// state whole.
     pub(crate) fn run_turn(&self, follows: bool) -> Turn {
+        let turn = self.turn(follows);
+        self.panics.rethrow();
+        turn
+    }
+
+    fn turn(&self, follows: bool) -> Turn {
         self.release_deferred();
         let now = if follows && !self.cheap_clock {
             self.run.last_ns.get()
         } else {
-            self.clock.now_ns()
+            self.now_ns()
         };
         let r = &self.run;
         r.turn_start_ns.set(now);
@@ -154,7 +194,9 @@ impl Core {
                     Turn::Busy
                 };
             };
-            if self.run_queue(q) {
+            // A held panic resumes out of the driver, which returns here
+            // only after it (`PanicSink::rethrow`).
+            if self.run_queue(q) || self.panics.holds() {
                 return Turn::Busy;
             }
         }
@@ -180,7 +222,7 @@ impl Core {
         if !self.deferred_wakers.borrow().is_empty() {
             let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
             for w in wakers {
-                w.wake();
+                self.panics.check(boundary::call(move || w.wake()));
             }
         }
     }
@@ -224,8 +266,10 @@ impl Core {
     ) -> bool {
         #[cfg(feature = "tracing")]
         let _run_span = {
-            let qs = self.queues.borrow();
-            tracing::debug_span!("run", queue = %qs.list[q].name, index = q).entered()
+            let name = self.queues.borrow().list[q].name.clone();
+            Traced::enter(&self.panics, || {
+                tracing::debug_span!("run", queue = %name, index = q).entered()
+            })
         };
         // Per-poll durations: for a timing scheduler, the stall detector
         // and the latency histograms.
@@ -248,12 +292,10 @@ impl Core {
         r.end_requested.set(false);
         r.stop.set(false);
         self.reset_countdown(q);
-        let propagate = self.propagate_panics();
         let defer_yields = self.nested.get();
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = super::context::begin_run();
-        let mut panic = None;
         // `pop` returned `None`: the queue has nothing to run, whatever its
         // scheduler's `len` says (a scheduler that breaks the contract must
         // not make the executor spin on an empty queue).
@@ -287,13 +329,20 @@ impl Core {
                 None
             };
             #[cfg(feature = "tracing")]
-            let poll_span = tracing::trace_span!("poll", queue = q, task = %id).entered();
+            let poll_span = Traced::enter(&self.panics, || {
+                tracing::trace_span!("poll", queue = q, task = %id).entered()
+            });
             let site = r.second_site.get();
-            let polled = poll_task(&self.tasks, id, propagate, site, &mut done);
+            let polled = poll_task(&self.tasks, id, q, &self.panics, site, &mut done);
             #[cfg(feature = "tracing")]
             drop(poll_span);
-            if let Polled::Stale = polled {
-                continue;
+            match polled {
+                Polled::Stale => continue,
+                Polled::Spurious(why) => {
+                    self.refused(q, id, why);
+                    continue;
+                }
+                _ => {}
             }
             r.second_site.set(!site);
             // `countdown >= 1` before every poll (see `countdown`); the
@@ -311,7 +360,7 @@ impl Core {
             } else if precise {
                 Some(r.last_ns.get().saturating_sub(this_start))
             } else {
-                let now = self.clock.now_ns();
+                let now = self.now_ns();
                 poll_start = now;
                 Some(now.saturating_sub(this_start))
             };
@@ -329,13 +378,14 @@ impl Core {
                 }
                 Polled::Done => {
                     if let Some(done) = done.take() {
-                        panic = self.finish(id, done, sched_elapsed, true);
-                        if panic.is_some() {
+                        self.finish(id, done, sched_elapsed, true);
+                        if self.panics.holds() {
+                            // Resumed out of the driver (`Propagate`).
                             break;
                         }
                     }
                 }
-                Polled::Stale => unreachable!("handled above"),
+                Polled::Stale | Polled::Spurious(_) => unreachable!("handled above"),
             }
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
@@ -345,11 +395,28 @@ impl Core {
             }
         }
         held.put_back();
-        let turn_over = self.end_run(q, drained);
-        if let Some(p) = panic {
-            resume_unwind(p);
-        }
-        turn_over
+        self.end_run(q, drained)
+    }
+
+    /// The scheduler of queue `q` handed out `id`, which was not its to
+    /// hand out: a contract violation, counted (debug builds: resumed out of
+    /// the driver with this message). The task is not polled.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, q: usize, id: TaskId, why: Spurious) {
+        let qs = self.queues.borrow();
+        let name = &qs.list[q].name;
+        self.panics.violation(|| match why {
+            Spurious::OtherQueue(other) => format!(
+                "queue {name}: pop() returned task {id:?}, which belongs to queue {} \
+                 (rule: pop returns only ids given to push)",
+                qs.list[other].name
+            ),
+            Spurious::NotQueued => format!(
+                "queue {name}: pop() returned task {id:?}, which was not pushed since it was \
+                 last popped (rule: one pop per push; an id returned twice or never given)"
+            ),
+        });
     }
 
     /// A task of queue `q` is pending after its poll and not requeued
@@ -397,7 +464,7 @@ impl Core {
         }
         {
             let mut qs = self.queues.borrow_mut();
-            let empty = drained || qs.list[q].sched.is_empty();
+            let empty = qs.list[q].sched.ran_dry(drained);
             if empty && qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
             }
@@ -427,7 +494,7 @@ impl Core {
     /// The charge of [`checkpoint`](Self::checkpoint), without the
     /// countdown and the stop flag, which the caller must set.
     fn charge_now(&self, q: usize) -> u64 {
-        let now = self.clock.now_ns();
+        let now = self.now_ns();
         let r = &self.run;
         let delta = now.saturating_sub(r.last_ns.get());
         r.last_ns.set(now);
@@ -531,7 +598,11 @@ impl Core {
             }
             for op in ops {
                 match op {
-                    RemoteOp::Spawn(spawn) => spawn(self),
+                    // The op may drop a future (aborted before it started),
+                    // or a task's spawn may wake a host: user code.
+                    RemoteOp::Spawn(spawn) => {
+                        self.panics.check(boundary::call(|| spawn(self)));
+                    }
                     RemoteOp::Abort(id) => self.abort(id),
                 }
             }
@@ -539,10 +610,10 @@ impl Core {
         if !self.aborts.borrow().is_empty() {
             let ids = std::mem::take(&mut *self.aborts.borrow_mut());
             for id in ids {
-                if let Some(done) = cancel_idle(&self.tasks, id) {
-                    // A cancelled task has no panic to propagate: a panic of
-                    // its destructor is reported to its join handle.
-                    let _ = self.finish(id, done, None, false);
+                if let Some(done) = cancel_idle(&self.tasks, id, &self.panics) {
+                    // A panic of the destructor is the task's, reported to
+                    // its join handle.
+                    self.finish(id, done, None, false);
                 }
             }
         }
@@ -613,15 +684,10 @@ impl Core {
         }
     }
 
-    /// Book-keeping for a task that ended; returns a panic to propagate.
+    /// Book-keeping for a task that ended; its panic, taken for
+    /// `Propagate`, goes to the panic sink.
     #[inline(always)]
-    fn finish(
-        &self,
-        id: TaskId,
-        done: Done,
-        elapsed: Option<Duration>,
-        polled: bool,
-    ) -> Option<Box<dyn std::any::Any + Send>> {
+    fn finish(&self, id: TaskId, done: Done, elapsed: Option<Duration>, polled: bool) {
         let Done {
             queue,
             group,
@@ -655,7 +721,10 @@ impl Core {
         if group_over && !own_group {
             qs.group_ended(queue, group);
         }
-        panic
+        drop(qs);
+        if let Some(p) = panic {
+            self.panics.report(p);
+        }
     }
 
     /// What the observability needs from before a poll (histograms, stall
@@ -710,7 +779,10 @@ impl Core {
             qs.list[q].counters.stalls += 1;
             qs.list[q].name.clone()
         };
-        if let Some(report) = &self.stall_report {
+        // A clone of the callback, called with no borrow held: it may drop
+        // the executor, which drops the callback.
+        let report = self.stall_report.borrow().clone();
+        if let Some(report) = report {
             let stall = Stall {
                 queue,
                 queue_index: q,
@@ -718,7 +790,7 @@ impl Core {
                 name: name.map(|n| n.to_string()),
                 duration: Duration::from_nanos(ns),
             };
-            let _ = catch_unwind(AssertUnwindSafe(|| report(&stall)));
+            self.panics.check(boundary::call(|| report(&stall)));
         }
     }
 

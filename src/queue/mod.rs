@@ -7,8 +7,10 @@ pub(crate) mod handle;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::rc::Rc;
 use std::time::Duration;
 
+use crate::boundary::PanicSink;
 use crate::executor::eevdf::{Eevdf, Entity};
 use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
 use crate::stats::QueueCounters;
@@ -108,10 +110,15 @@ pub(crate) struct Queues {
 }
 
 impl Queues {
-    pub(crate) fn new(specs: Vec<(String, QueueSpec)>, base_slice: Duration) -> Self {
+    pub(crate) fn new(
+        specs: Vec<(String, QueueSpec)>,
+        base_slice: Duration,
+        sink: &Rc<PanicSink>,
+    ) -> Self {
         let mut list = Vec::with_capacity(specs.len());
         let mut ents = Vec::with_capacity(specs.len());
-        for (name, spec) in specs {
+        for (name, mut spec) in specs {
+            spec.scheduler.attach(sink, &name);
             let slice = spec.slice.unwrap_or(base_slice).as_nanos() as u64;
             ents.push(Entity::new(spec.shares as u64, slice));
             list.push(QueueState {

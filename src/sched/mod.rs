@@ -12,14 +12,18 @@
 //! call per poll); a custom scheduler is called through a `Box<dyn Scheduler>`.
 
 pub(crate) mod fifo;
+pub(crate) mod guarded;
 pub(crate) mod las;
 
 use std::any::Any;
 use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Duration;
 
+use crate::boundary::PanicSink;
 use crate::task::id::{GroupId, TaskId};
 pub use fifo::RunnableFifo;
+use guarded::Guarded;
 pub use las::Las;
 
 /// Orders the runnable tasks of one queue.
@@ -48,12 +52,29 @@ pub use las::Las;
 /// * All calls happen on the executor's thread, never re-entrantly.
 ///
 /// What a scheduler must guarantee: never lose a task (every pushed id is
-/// eventually returned by `pop`, unless forgotten), never return an id twice
-/// for one push, and keep `len` equal to the number of ids it holds. It must
-/// not panic: a panic inside a scheduler unwinds through the executor. It
-/// must not drive an executor (`block_on`, `run_until`) from inside one of
-/// its methods: `push` may run inside a waker's `wake`, with the current
-/// executor borrowed.
+/// eventually returned by `pop`, unless forgotten), return only ids it was
+/// given, never return an id twice for one push, and keep `len` equal to
+/// the number of ids it holds. It must not drive an executor (`block_on`,
+/// `run_until`) from inside one of its methods: `push` may run inside a
+/// waker's `wake`, with the current executor borrowed.
+///
+/// What the executor does when a scheduler breaks it:
+/// * An id that names a live task which is not queued (an id returned
+///   twice, or never pushed) or which belongs to another queue is not
+///   polled. Ids of tasks that ended are skipped silently (a scheduler may
+///   keep ids after `forget`).
+/// * Whether the queue has work is decided by `push` (it has) and by a
+///   `pop` that returns `None` (it has not), never by `len`, so a wrong
+///   `len` cannot stall the queue.
+/// * A panic in any method is caught and handled by the executor's
+///   [`PanicPolicy`](crate::PanicPolicy): a task whose `push` panicked is
+///   kept by the executor and run as if `pop` had returned it next; a `pop`
+///   that panicked is asked again at the queue's next run.
+///
+/// Every violation is counted in
+/// [`ExecutorStats::scheduler_violations`](crate::ExecutorStats::scheduler_violations);
+/// in debug builds it also panics out of `block_on` / `run_until` with a
+/// message naming the broken rule, whatever the panic policy.
 ///
 /// # Example
 ///
@@ -135,7 +156,7 @@ pub trait Scheduler: 'static {
 pub(crate) enum QueueScheduler {
     Fifo(RunnableFifo),
     Las(Las),
-    Custom(Box<dyn Scheduler>),
+    Custom(Box<Guarded>),
 }
 
 impl QueueScheduler {
@@ -153,7 +174,7 @@ impl QueueScheduler {
             }
         }
         match slot {
-            Some(s) => QueueScheduler::Custom(Box::new(s)),
+            Some(s) => QueueScheduler::Custom(Box::new(Guarded::new(Box::new(s)))),
             None => QueueScheduler::Fifo(RunnableFifo::new()),
         }
     }
@@ -165,6 +186,24 @@ impl QueueScheduler {
     #[inline]
     pub(crate) fn is_stateless(&self) -> bool {
         matches!(self, QueueScheduler::Fifo(_))
+    }
+
+    /// Connects a custom scheduler to its executor's panic sink (the
+    /// built-in ones do not panic).
+    pub(crate) fn attach(&mut self, sink: &Rc<PanicSink>, queue: &str) {
+        if let QueueScheduler::Custom(g) = self {
+            g.attach(sink.clone(), queue);
+        }
+    }
+
+    /// Whether a run that ended, `drained` when its last `pop` returned
+    /// `None`, leaves the queue without work: a custom scheduler's `len`
+    /// is not trusted for this (see [`Guarded`]).
+    pub(crate) fn ran_dry(&self, drained: bool) -> bool {
+        match self {
+            QueueScheduler::Custom(g) => g.is_empty(),
+            _ => drained || self.is_empty(),
+        }
     }
 
     pub(crate) fn kind(&self) -> &'static str {

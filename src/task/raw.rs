@@ -45,6 +45,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use crate::boundary::{self, Payload};
 use crate::error::JoinError;
 use crate::executor::inbox::Remote;
 use crate::sync::{fence, AtomicU32};
@@ -270,7 +271,7 @@ impl PollCode {
 struct TaskVTable {
     poll: PollFn,
     cancel: unsafe fn(NonNull<Header>) -> Finish,
-    drop_stage: unsafe fn(NonNull<Header>),
+    drop_stage: unsafe fn(NonNull<Header>) -> Option<Payload>,
     dealloc: unsafe fn(NonNull<Header>),
     /// Where the stage starts in the cell: a join handle, which knows the
     /// output type but not the future's, reads the result there in place
@@ -307,9 +308,6 @@ union Stage<F: Future> {
     output: ManuallyDrop<F::Output>,
     panic: ManuallyDrop<Box<Payload>>,
 }
-
-/// A panic payload (a fat pointer, kept behind a thin one in [`Stage`]).
-type Payload = Box<dyn Any + Send>;
 
 /// `repr(C)` so that a pointer to the cell is a pointer to its header, and
 /// the join waker sits at the same offset whatever `F` is ([`Prefix`]).
@@ -421,6 +419,25 @@ impl OwnedTask {
         unsafe { (*join_waker_ptr(self.raw.ptr)).take() }
     }
 
+    /// Drops what the stage holds (an unfinished future, or the result of
+    /// a task no join handle reads) and marks the task COMPLETE; a task
+    /// dropped unfinished reads `Cancelled` to a join handle that outlives
+    /// the slab. Returns the panic of the destructor.
+    pub(crate) fn drop_result(&self) -> Option<Payload> {
+        let header = self.header();
+        let unfinished = header.stage() == stage::RUNNING;
+        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor
+        // thread; the slab calls it only for a task that is not being polled
+        // (not RUNNING), so no other stage operation is in progress.
+        // Dropping the stage is a no-op when it was consumed already.
+        let payload = unsafe { self.raw.drop_stage() };
+        if unfinished {
+            header.set_stage(stage::CANCELLED);
+        }
+        header.update_state(|st| st.set_complete());
+        payload
+    }
+
     /// The header (id, remote handle).
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: `self` owns a reference, so the header is alive for `&self`.
@@ -433,8 +450,19 @@ impl OwnedTask {
     /// lives: the result stays in the cell for the handle, which now holds
     /// the cell alone (with the wakers still around, if any).
     pub(crate) fn release_keep_stage(self) {
+        debug_assert!(self.header().state().is_complete());
         let this = ManuallyDrop::new(self);
         this.release_ref();
+    }
+
+    /// Gives up the slab's reference to a task no join handle reads: drops
+    /// its stage ([`drop_result`](Self::drop_result)) and returns the panic
+    /// of the destructor, for the caller to report.
+    pub(crate) fn release(self) -> Option<Payload> {
+        let this = ManuallyDrop::new(self);
+        let payload = this.drop_result();
+        this.release_ref();
+        payload
     }
 
     /// Gives up the slab's reference (once: from `drop` or
@@ -482,19 +510,17 @@ impl OwnedTask {
 impl Drop for OwnedTask {
     /// The slab drops an entry whose stage its join handle will not read:
     /// a detached task's result, or a task dropped unfinished (shutdown).
+    ///
+    /// Whatever state the task is in, the slab's reference ends with the
+    /// task COMPLETE: a join handle never reaches the executor through a
+    /// complete task (`JoinCell::remote_if_live`), so a handle that
+    /// outlives the executor cannot reach its freed memory.
     fn drop(&mut self) {
-        let header = self.header();
-        let unfinished = header.stage() == stage::RUNNING;
-        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor thread;
-        // the slab never drops an entry whose task is being polled (RUNNING),
-        // so no other stage operation is in progress. Dropping the stage is a
-        // no-op when it was consumed already.
-        unsafe { self.raw.drop_stage() };
-        if unfinished {
-            // Dropped unfinished: a join handle that outlives the slab reads
-            // `Cancelled`, and sees the task complete.
-            header.set_stage(stage::CANCELLED);
-            header.update_state(|st| st.set_complete());
+        let payload = self.drop_result();
+        if let Some(p) = payload {
+            // Nobody to report to: the slab drops the entry at shutdown, or
+            // after it dropped the result through `drop_result` itself.
+            boundary::drop_payload(p);
         }
         self.release_ref();
     }
@@ -617,8 +643,11 @@ impl<T> Drop for JoinCell<T> {
         if st.is_complete() && !st.is_running() && header.stage() != stage::CONSUMED {
             // SAFETY: executor thread; complete and not running: no stage
             // operation in progress. Dropping an unread result (it may run
-            // user code, which cannot reach this cell's stage).
-            unsafe { RawTask { ptr: self.ptr }.drop_stage() };
+            // user code, which cannot reach this cell's stage). Its panic
+            // is dropped: the handle's owner let go of the result.
+            if let Some(p) = unsafe { RawTask { ptr: self.ptr }.drop_stage() } {
+                boundary::drop_payload(p);
+            }
         }
         let cur = header.refs.load(Ordering::Acquire);
         if cur & REF_MASK == 0 {
@@ -766,12 +795,13 @@ impl RawTask {
         }
     }
 
-    /// Drops whatever the stage holds (future or result); no-op if consumed.
+    /// Drops whatever the stage holds (future or result), leaving it
+    /// consumed; no-op if consumed. Returns the panic of a destructor.
     ///
     /// # Safety
     /// On the executor thread, the cell alive, no other stage operation in
     /// progress.
-    pub(crate) unsafe fn drop_stage(self) {
+    pub(crate) unsafe fn drop_stage(self) -> Option<Payload> {
         // SAFETY: forwarded from this function's contract.
         unsafe { (self.header().vtable.drop_stage)(self.ptr) }
     }
@@ -1040,7 +1070,12 @@ unsafe fn store_output<F: Future>(ptr: NonNull<Header>, output: F::Output) -> Po
             PollCode::OUTPUT
         }
         Err(payload) => {
-            drop(output);
+            // The future's destructor panicked: its panic is the task's.
+            // The output's destructor is user code too; a second panic is
+            // dropped (the first payload is the one to report).
+            if let Some(second) = boundary::drop_caught(output) {
+                boundary::drop_payload(second);
+            }
             // SAFETY: the stage is `Consumed`.
             unsafe { store_panic::<F>(ptr, payload) };
             PollCode::PANICKED
@@ -1059,7 +1094,9 @@ unsafe fn store_output<F: Future>(ptr: NonNull<Header>, output: F::Output) -> Po
 #[inline(never)]
 unsafe fn store_poll_panic<F: Future>(ptr: NonNull<Header>, payload: Payload) -> PollCode {
     // SAFETY: exclusive stage access (contract).
-    let _ = unsafe { drop_stage_catching::<F>(ptr) };
+    if let Err(second) = unsafe { drop_stage_catching::<F>(ptr) } {
+        boundary::drop_payload(second);
+    }
     // SAFETY: the stage is `Consumed`.
     unsafe { store_panic::<F>(ptr, payload) };
     PollCode::PANICKED
@@ -1082,15 +1119,14 @@ unsafe fn cancel<F: Future>(ptr: NonNull<Header>) -> Finish {
     }
 }
 
-unsafe fn drop_stage<F: Future>(ptr: NonNull<Header>) {
+unsafe fn drop_stage<F: Future>(ptr: NonNull<Header>) -> Option<Payload> {
     // SAFETY: the caller (`RawTask::drop_stage`) guarantees a live cell of
     // this `F` and exclusive stage access.
     if unsafe { ptr.as_ref() }.stage() == stage::CONSUMED {
-        return;
+        return None;
     }
-    // A panic from a destructor during clean-up has no one to report to.
     // SAFETY: as above.
-    let _ = unsafe { drop_stage_catching::<F>(ptr) };
+    unsafe { drop_stage_catching::<F>(ptr) }.err()
 }
 
 unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {

@@ -34,6 +34,7 @@ use slab::Slab;
 use super::id::{GroupId, TaskId};
 use super::raw::{Finish, Header, JoinCell, OwnedTask, PollCode, RawTask};
 use super::state::{State, TransitionToScheduled};
+use crate::boundary::{self, PanicSink};
 use crate::error::JoinError;
 use crate::executor::context;
 use crate::executor::inbox::Remote;
@@ -65,6 +66,11 @@ impl TaskEntry {
     /// reads the result.
     fn release_keep_stage(self) {
         self.task.release_keep_stage();
+    }
+    /// Lets go of a task no join handle reads (dropping its future or
+    /// result, [`OwnedTask::release`]); returns a destructor's panic.
+    pub(crate) fn release(self) -> Option<boundary::Payload> {
+        self.task.release()
     }
 
     /// The task ended (its scheduler was already told so).
@@ -122,6 +128,19 @@ pub(crate) enum Polled {
     Pending(Next),
     /// The task ended; its record is in the caller's slot.
     Done,
+    /// The id names a live task that its queue's scheduler had no right to
+    /// hand out: a task of another queue, or one not pushed since it was
+    /// last popped. Nothing was polled.
+    Spurious(Spurious),
+}
+
+/// Why a scheduler's id was refused ([`Polled::Spurious`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spurious {
+    /// The task belongs to this other queue.
+    OtherQueue(usize),
+    /// The task is not queued (waiting for a wake, or being polled).
+    NotQueued,
 }
 
 /// A task that ended; the caller finishes the job outside the slab borrow.
@@ -151,9 +170,11 @@ struct Completion {
 impl Completion {
     /// Delivers a remote task's result, lets go of the entry (dropping the
     /// result of a detached task) and wakes the joiner. Must run with the
-    /// slab released: all may run user code.
+    /// slab released: all may run user code, whose panics go to `sink`
+    /// (the task's own record is complete by then: its end is counted
+    /// whatever they do).
     #[inline(always)]
-    fn settle(self) -> Done {
+    fn settle(self, sink: &PanicSink) -> Done {
         // Taken apart first: moved as a whole, the record was built on the
         // stack and copied field by field (callgrind).
         let Completion {
@@ -164,17 +185,18 @@ impl Completion {
             deliver,
         } = self;
         if let Some(deliver) = deliver {
-            deliver(entry.task.raw());
+            let raw = entry.task.raw();
+            sink.check(boundary::call(move || deliver(raw)));
         }
         // Before the wake: the joiner may drop its handle in there, and then
         // finds the handle the cell's last owner.
         if joined {
             entry.release_keep_stage();
-        } else {
-            drop(entry);
+        } else if let Some(p) = entry.release() {
+            sink.report(p);
         }
         if let Some(w) = join_waker {
-            w.wake();
+            sink.check(boundary::call(move || w.wake()));
         }
         done
     }
@@ -590,17 +612,20 @@ pub(crate) enum Next {
     Yield,
 }
 
-/// Polls task `id` once (or cancels it, if it was aborted while queued).
-/// The slab is not borrowed while the future runs. A task that yielded
-/// through `yield_now` comes back as [`Next::Yield`]. `second_site` picks
-/// the call site of the poll ([`RawTask::poll`]).
-/// When the task ends, its record goes to `done` and `Polled::Done` is
-/// returned.
+/// Polls task `id`, which queue `queue`'s scheduler handed out, once (or
+/// cancels it, if it was aborted while queued). The slab is not borrowed
+/// while the future runs. A task that yielded through `yield_now` comes
+/// back as [`Next::Yield`]. `second_site` picks the call site of the poll
+/// ([`RawTask::poll`]). When the task ends, its record goes to `done` and
+/// `Polled::Done` is returned; the panics of the user code that ending it
+/// runs (wakers, destructors) go to `sink`, and so does the task's own
+/// panic payload when the sink propagates.
 #[inline(always)]
 pub(crate) fn poll_task(
     slab: &RefCell<TaskSlab>,
     id: TaskId,
-    take_panic: bool,
+    queue: usize,
+    sink: &PanicSink,
     second_site: bool,
     done: &mut Option<Done>,
 ) -> Polled {
@@ -615,8 +640,8 @@ pub(crate) fn poll_task(
         // the write leaves the entry alone, and would read it again.
         let raw = e.task.raw();
         let mut st = e.state();
-        if st.is_complete() || st.is_running() {
-            return Polled::Stale;
+        if !st.is_queued() || e.queue() != queue {
+            return refused(st, e.queue(), queue);
         }
         st.set_scheduled(false);
         st.set_running(true);
@@ -627,7 +652,7 @@ pub(crate) fn poll_task(
         // SAFETY: RUNNING is set (the entry stays, nothing else touches the
         // stage), the stage is Running (not COMPLETE), executor thread.
         let finish = unsafe { raw.cancel() };
-        return ended(slab, id, raw, finish, take_panic, true, done);
+        return ended(slab, id, raw, finish, sink, true, done);
     }
     context::begin_poll(raw.header_addr());
     // SAFETY: as above.
@@ -637,9 +662,24 @@ pub(crate) fn poll_task(
     // results meet here, and the compiler re-checks a byte turned into an
     // enum there (nine instructions per poll; callgrind).
     if code != PollCode::PENDING {
-        return ended(slab, id, raw, code.finish(), take_panic, false, done);
+        return ended(slab, id, raw, code.finish(), sink, false, done);
     }
-    settle_pending(slab, id, raw, yielded, done)
+    settle_pending(slab, id, raw, yielded, sink, done)
+}
+
+/// Why a popped id was not polled: the task ended (a stale id, which a
+/// scheduler may hand out after `forget`), or it was not the scheduler's to
+/// hand out. Out of line: never reached with the built-in schedulers.
+#[cold]
+#[inline(never)]
+fn refused(st: State, its_queue: usize, queue: usize) -> Polled {
+    if st.is_complete() {
+        Polled::Stale
+    } else if its_queue != queue {
+        Polled::Spurious(Spurious::OtherQueue(its_queue))
+    } else {
+        Polled::Spurious(Spurious::NotQueued)
+    }
 }
 
 /// The end of [`poll_task`] for a task that ended (its poll returned
@@ -651,19 +691,19 @@ fn ended(
     id: TaskId,
     raw: RawTask,
     finish: Finish,
-    take_panic: bool,
+    sink: &PanicSink,
     cancelled: bool,
     done: &mut Option<Done>,
 ) -> Polled {
     let panic = match finish {
         // SAFETY: RUNNING is still set; the stage is Finished.
-        Finish::Panicked if take_panic => unsafe { raw.take_panic() },
+        Finish::Panicked if sink.propagates() => unsafe { raw.take_panic() },
         _ => None,
     };
     let c = slab
         .borrow_mut()
         .complete(id, raw, finish, panic, cancelled);
-    *done = Some(c.settle());
+    *done = Some(c.settle(sink));
     Polled::Done
 }
 
@@ -674,6 +714,7 @@ fn settle_pending(
     id: TaskId,
     raw: RawTask,
     yielded: bool,
+    sink: &PanicSink,
     done: &mut Option<Done>,
 ) -> Polled {
     // SAFETY: RUNNING is still set, so the entry (and with it the slab's
@@ -686,7 +727,7 @@ fn settle_pending(
         // SAFETY: RUNNING is still set: the entry stays and nothing else
         // touches the stage; the stage is Running; executor thread.
         let f = unsafe { raw.cancel() };
-        return ended(slab, id, raw, f, false, true, done);
+        return ended(slab, id, raw, f, sink, true, done);
     }
     st.set_running(false);
     let next = if st.is_notified() {
@@ -704,7 +745,7 @@ fn settle_pending(
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
-pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> {
+pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId, sink: &PanicSink) -> Option<Done> {
     let raw = {
         let s = slab.borrow();
         let e = s.get(id)?;
@@ -724,7 +765,7 @@ pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> 
     // stage), the stage is Running (not COMPLETE), executor thread.
     let finish = unsafe { raw.cancel() };
     let c = slab.borrow_mut().complete(id, raw, finish, None, true);
-    Some(c.settle())
+    Some(c.settle(sink))
 }
 
 #[cfg(test)]
@@ -739,7 +780,10 @@ mod tests {
         // Complete it by hand through the harness.
         let cell = RefCell::new(s);
         let mut done = None;
-        assert_eq!(poll_task(&cell, a, false, false, &mut done), Polled::Done);
+        assert_eq!(
+            poll_task(&cell, a, 0, &PanicSink::new(false), false, &mut done),
+            Polled::Done
+        );
         assert!(done.is_some());
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
@@ -770,8 +814,9 @@ mod tests {
             let (b, _) = s.insert(async { panic!("boom") }, 0, None);
             let (a, b) = (a.id(), b.id());
             let cell = RefCell::new(s);
+            let sink = PanicSink::new(true);
             let mut done = None;
-            let polled = poll_task(&cell, a, true, second_site, &mut done);
+            let polled = poll_task(&cell, a, 0, &sink, second_site, &mut done);
             assert_eq!(polled, Polled::Pending(Next::Wait));
             assert!(done.is_none());
             // Runnable again, as a wake would leave it.
@@ -779,12 +824,12 @@ mod tests {
                 .get(a)
                 .unwrap()
                 .update(|st| st.set_scheduled(true));
-            let polled = poll_task(&cell, a, true, second_site, &mut done);
+            let polled = poll_task(&cell, a, 0, &sink, second_site, &mut done);
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Output);
             assert!(d.panic.is_none());
-            let polled = poll_task(&cell, b, true, second_site, &mut done);
+            let polled = poll_task(&cell, b, 0, &sink, second_site, &mut done);
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Panicked);

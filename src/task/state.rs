@@ -70,6 +70,12 @@ impl State {
     pub(crate) fn is_keyed(self) -> bool {
         self.0 & KEYED != 0
     }
+    /// Queued and neither being polled nor complete: what a task a
+    /// scheduler hands out must be (one compare).
+    #[inline]
+    pub(crate) fn is_queued(self) -> bool {
+        self.0 & (SCHEDULED | RUNNING | COMPLETE) == SCHEDULED
+    }
 
     pub(crate) fn set_scheduled(&mut self, on: bool) {
         self.set(SCHEDULED, on)
