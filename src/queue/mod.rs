@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::executor::clock::duration_ns;
 use crate::executor::eevdf::{Eevdf, Entity};
 use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
 use crate::stats::QueueCounters;
@@ -112,7 +113,7 @@ impl Queues {
         let mut list = Vec::with_capacity(specs.len());
         let mut ents = Vec::with_capacity(specs.len());
         for (name, spec) in specs {
-            let slice = spec.slice.unwrap_or(base_slice).as_nanos() as u64;
+            let slice = duration_ns(spec.slice.unwrap_or(base_slice));
             ents.push(Entity::new(spec.shares as u64, slice));
             list.push(QueueState {
                 name,
