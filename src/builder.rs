@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::boundary::PanicSink;
 use crate::error::BuildError;
-use crate::executor::clock::{Clock, SystemClock};
+use crate::executor::clock::{duration_ns, Clock, SystemClock};
 use crate::executor::core::Core;
 use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
@@ -348,16 +348,16 @@ impl<K: QueueKey> Builder<K> {
         }
         let cfg = Config {
             max_polls: self.max_polls,
-            host_yield_interval_ns: self.host_yield_interval.as_nanos() as u64,
+            host_yield_interval_ns: duration_ns(self.host_yield_interval),
             preemption: self.preemption,
-            min_run_ns: self.min_run.as_nanos() as u64,
+            min_run_ns: duration_ns(self.min_run),
             panic_policy: self.panic_policy,
             general_pick: self.general_pick,
             latency: self.latency,
             stall_ns: self
                 .stall
                 .as_ref()
-                .map_or(u64::MAX, |(t, _)| t.as_nanos() as u64),
+                .map_or(u64::MAX, |(t, _)| duration_ns(*t)),
             per_poll_timing: self.latency || self.stall.is_some(),
         };
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));

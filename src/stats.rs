@@ -63,6 +63,8 @@ pub struct QueueStats {
     pub deadline: u64,
     /// EEVDF lag in real ns: service owed (positive) or received in excess
     /// (negative). For a queue that is not runnable, the lag it left with.
+    /// Saturated at `i64::MIN` / `i64::MAX` (a lag beyond 292 years,
+    /// reachable only through a jump of the clock).
     pub lag_ns: i64,
     /// Polls that ran at least the stall threshold
     /// ([`Builder::stall_detector`](crate::Builder::stall_detector)); 0
@@ -220,7 +222,7 @@ impl LatencyHistogram {
 
     /// Records one value.
     pub fn record(&mut self, d: Duration) {
-        self.record_ns(d.as_nanos().min(u64::MAX as u128) as u64);
+        self.record_ns(crate::executor::clock::duration_ns(d));
     }
 
     #[inline]

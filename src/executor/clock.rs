@@ -6,6 +6,13 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+/// `d` in nanoseconds, saturated at `u64::MAX` (about 584 years): a
+/// `Duration` wider than that is not taken modulo 2^64.
+#[inline]
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// A monotonic time source, in nanoseconds since an arbitrary origin.
 ///
 /// The executor reads it at run boundaries, and after every poll only where
@@ -16,6 +23,11 @@ use std::time::{Duration, Instant};
 /// avoids per-poll reads of the [`SystemClock`] otherwise.
 pub trait Clock: 'static {
     /// Nanoseconds since the clock's origin. Must never decrease.
+    ///
+    /// Every value up to `u64::MAX` is legal, and so is a jump forward of
+    /// any size: the executor's arithmetic on times saturates at the end of
+    /// the range (a clock that reached `u64::MAX` stays there; polls then
+    /// take no time).
     fn now_ns(&self) -> u64;
 
     /// Whether a read is so cheap that the executor should read the clock
@@ -96,12 +108,15 @@ impl Clock for SystemClock {
             self.last.set(now);
             return now;
         }
-        self.origin.elapsed().as_nanos() as u64
+        duration_ns(self.origin.elapsed())
     }
 }
 
 /// A virtual clock that only moves when told to: for deterministic tests and
 /// simulations. Clones share the same time.
+///
+/// Its range is that of the [`Clock`] trait, `0..=u64::MAX` ns: it stops at
+/// `u64::MAX` and never goes back (see [`advance`](ManualClock::advance)).
 ///
 /// ```
 /// use std::time::Duration;
@@ -123,9 +138,24 @@ impl ManualClock {
         Self::default()
     }
 
-    /// Moves the clock forward by `d`.
+    /// Moves the clock forward by `d`, saturating at `u64::MAX` ns: an
+    /// advance past the end of the range (or by a `Duration` of more than
+    /// `u64::MAX` ns, such as `Duration::MAX`) leaves the clock at
+    /// `u64::MAX`, where it stays.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tourbillon::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set_ns(u64::MAX - 1_000);
+    /// clock.advance(Duration::from_micros(5));
+    /// assert_eq!(clock.now(), u64::MAX);
+    /// clock.advance(Duration::MAX);
+    /// assert_eq!(clock.now(), u64::MAX);
+    /// ```
     pub fn advance(&self, d: Duration) {
-        self.now.set(self.now.get() + d.as_nanos() as u64);
+        self.now.set(self.now.get().saturating_add(duration_ns(d)));
     }
 
     /// Sets the clock to `ns`; a time before the current one is ignored (the

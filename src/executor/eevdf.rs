@@ -62,6 +62,15 @@
 //!
 //! Vruntimes are `u64` compared through wrapping signed differences, as the
 //! kernel does; weighted sums use `i128`. Nothing is ever reset on overflow.
+//! No legal input overflows (nor panics in a debug build): one charge adds
+//! at most [`V_SPAN`] (`2^62 - 1`) virtual ns, a request in virtual time is
+//! at most that, and every offset from `V` computed by a placement or a
+//! reweighting (lag × weight ratio) is clamped to `±V_SPAN`, so that after
+//! a jump of the clock of any size (up to its whole `u64` range) the queue
+//! charged with it is ahead of `V`, not wrapped around behind it.
+//! Lags in real ns saturate at the bounds of `i64`. With requests up to
+//! 1 s, and polls and lags shorter than `V_SPAN / K` ns (52 days), none of
+//! these bounds is reached and every result is exact.
 //!
 //! Symbols to fields: `w_i` = [`Entity::weight`], `r_i` = [`Entity::request_ns`],
 //! `v_i` = [`Entity::v`], `d_i` = [`Entity::d`], saved `vl_i` =
@@ -74,6 +83,24 @@
 
 /// Virtual nanoseconds per real nanosecond at weight `K`.
 pub(crate) const K: u64 = 1024;
+
+/// The largest virtual-time offset the table works with: a charge, a
+/// request and an offset from `V` are clamped to it (R11). A quarter of the
+/// `u64` range, so that two vruntimes within it of a common `V` compare
+/// correctly through [`rel`].
+pub(crate) const V_SPAN: u64 = u64::MAX / 4;
+
+/// A virtual-time offset clamped to `±V_SPAN` (R11).
+#[inline]
+fn clamp_span(x: i128) -> i64 {
+    x.clamp(-(V_SPAN as i128), V_SPAN as i128) as i64
+}
+
+/// `x` saturated to the range of `i64`.
+#[inline]
+fn saturate_i64(x: i128) -> i64 {
+    x.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
 
 /// `a / b` (`b > 0`), in 64 bits when `a` fits there, as it does unless a
 /// queue's service is enormous: the 128-bit division of the runtime library
@@ -126,17 +153,20 @@ pub(crate) fn rel(a: u64, b: u64) -> i64 {
     a.wrapping_sub(b) as i64
 }
 
-/// Virtual time for `delta_ns` of service at weight `w`: `ceil(Δ·K/w)` (R1).
+/// Virtual time for `delta_ns` of service at weight `w`: `ceil(Δ·K/w)` (R1),
+/// at most [`V_SPAN`].
 #[inline]
 pub(crate) fn vdelta(delta_ns: u64, weight: u64) -> u64 {
     let num = delta_ns as u128 * K as u128;
-    div_ceil_u128(num, weight).min(u64::MAX as u128 / 4) as u64
+    div_ceil_u128(num, weight).min(V_SPAN as u128) as u64
 }
 
-/// Real nanoseconds that `vdelta` virtual ns are worth at weight `w`.
+/// Real nanoseconds that `vdelta` virtual ns are worth at weight `w`,
+/// saturated to `i64` (reached only by a lag of more than `i64::MAX` ns,
+/// 292 years, after a jump of the clock).
 #[inline]
 pub(crate) fn real_ns(vdelta: i64, weight: u64) -> i64 {
-    div_trunc_i128(vdelta as i128 * weight as i128, K as i128) as i64
+    saturate_i64(div_trunc_i128(vdelta as i128 * weight as i128, K as i128))
 }
 
 /// One queue's EEVDF state.
@@ -167,9 +197,9 @@ impl Entity {
         }
     }
 
-    /// The request in virtual time, `r·K/w`.
+    /// The request in virtual time, `r·K/w`, at most [`V_SPAN`].
     pub(crate) fn vslice(&self) -> u64 {
-        div_u128(self.request_ns as u128 * K as u128, self.weight) as u64
+        div_u128(self.request_ns as u128 * K as u128, self.weight).min(V_SPAN as u128) as u64
     }
 
     /// The lag clamp `L_i = 2·r_i·K/w_i` (R7).
@@ -335,8 +365,8 @@ impl Eevdf {
                 vl = (vl + rel(v_avg, e.v_saved).max(0) as i128).min(0);
             }
             let w = e.weight as i128;
-            let scaled = div_trunc_i128(vl * (others + w), others);
-            e.v = v_avg.wrapping_sub(scaled as i64 as u64);
+            let scaled = clamp_span(div_trunc_i128(vl * (others + w), others));
+            e.v = v_avg.wrapping_sub(scaled as u64);
             e.d = e.v.wrapping_add(vslice);
         }
         e.fresh = false;
@@ -376,10 +406,11 @@ impl Eevdf {
         if e.runnable {
             let vl = rel(v_avg, e.v) as i128;
             let rd = rel(e.d, e.v) as i128;
-            e.v = v_avg.wrapping_sub(div_trunc_i128(vl * w, w2) as i64 as u64);
-            e.d = e.v.wrapping_add(div_trunc_i128(rd * w, w2) as i64 as u64);
+            e.v = v_avg.wrapping_sub(clamp_span(div_trunc_i128(vl * w, w2)) as u64);
+            e.d =
+                e.v.wrapping_add(clamp_span(div_trunc_i128(rd * w, w2)) as u64);
         } else {
-            e.vlag = div_trunc_i128(e.vlag as i128 * w, w2) as i64;
+            e.vlag = clamp_span(div_trunc_i128(e.vlag as i128 * w, w2));
         }
         e.weight = weight;
     }
@@ -706,6 +737,51 @@ mod tests {
         t.set_weight(0, 8);
         // Lag in real ns is preserved up to rounding of the new average.
         assert!((t.lag_ns(0) - lag).abs() <= 2, "{} vs {lag}", t.lag_ns(0));
+    }
+
+    /// R11: a charge of the clock's whole range, then reweighting and
+    /// placement with that debt, clamp their virtual offsets instead of
+    /// wrapping them: the debtor stays ahead of `V` with a negative lag
+    /// (saturated in real ns), the others behind it with a credit.
+    #[test]
+    fn huge_charges_saturate_and_keep_their_sign() {
+        let mut t = table(&[10_000, 10_000, 10_000]);
+        for i in 0..3 {
+            t.place(i);
+        }
+        t.charge(0, u64::MAX);
+        assert_eq!(t.ents[0].v, vdelta(u64::MAX, 10_000));
+        // `10000·(V - v_0)/K`, about -1.2e19: beyond i64.
+        assert_eq!(t.lag_ns(0), i64::MIN);
+        assert!(t.lag_ns(1) > 0 && t.lag_ns(2) > 0);
+        for w in [1, 2, 3, 7, 9_999] {
+            let mut u = t.clone();
+            u.set_weight(0, w);
+            let ahead = rel(u.ents[0].v, u.avg_vruntime());
+            assert!(ahead > 0, "w {w}: {ahead}");
+            assert!(rel(u.ents[0].d, u.ents[0].v) > 0, "w {w}");
+            assert!(u.lag_ns(0) < 0 && u.lag_ns(1) > 0, "w {w}");
+            // And back: still a debt.
+            u.set_weight(0, 10_000);
+            assert!(u.lag_ns(0) < 0, "w {w}");
+        }
+        // It leaves with its debt and comes back among light queues: the
+        // debt scaled by `(W + w)/W` (5001) is clamped, not wrapped.
+        t.depart(0);
+        assert!(t.ents[0].vlag < 0);
+        t.set_weight(1, 1);
+        t.set_weight(2, 1);
+        t.place(0);
+        assert_eq!(t.ents[0].v, t.ents[0].v_saved.wrapping_add(V_SPAN));
+        assert!(rel(t.ents[0].v, t.ents[1].v) > 0);
+        assert!(rel(t.ents[0].v, t.avg_vruntime()) > 0);
+        assert!(t.lag_ns(0) < 0);
+        assert!(!t.eligible(0) && t.eligible(1) && t.eligible(2));
+        // A reweighted sleeper's saved lag is clamped alike.
+        t.depart(0);
+        t.set_weight(0, 1);
+        assert_eq!(t.ents[0].vlag, -(V_SPAN as i64));
+        assert!(t.lag_ns(0) < 0);
     }
 
     #[test]

@@ -373,7 +373,7 @@ impl Core {
                 Polled::Pending(Next::Wait) if !tell_polled => {}
                 Polled::Pending(_) if fifo_requeue => self.requeue_fifo(id),
                 Polled::Pending(next) => {
-                    let end = observe.then(|| this_start + elapsed.unwrap_or(0));
+                    let end = observe.then(|| this_start.saturating_add(elapsed.unwrap_or(0)));
                     self.pending_again(q, id, next, sched_elapsed, tell_polled, end);
                 }
                 Polled::Done => {
@@ -516,14 +516,17 @@ impl Core {
                 r.slice_over.set(false);
             }
             let st = &mut qs.list[q];
-            st.counters.service_ns += delta;
+            st.counters.service_ns = st.counters.service_ns.saturating_add(delta);
             st.counters.polls += u64::from(polls);
             if polls > 0 {
                 let per = delta / polls as u64;
                 st.poll_cost_ns = if st.poll_cost_ns == 0 {
                     per
                 } else {
-                    (3 * st.poll_cost_ns + per) / 4
+                    // In 128 bits: after a jump of the clock `3·cost + per`
+                    // can pass `u64::MAX`; the average itself fits in 64
+                    // bits, and `/ 4` is a shift.
+                    ((3 * st.poll_cost_ns as u128 + per as u128) / 4) as u64
                 };
             }
         }
@@ -654,7 +657,10 @@ impl Core {
                     } else if r.preempt_at.get().is_none() {
                         // Protected for now, not vetoed: preempt once the
                         // run has lasted min_run.
-                        r.preempt_at.set(Some(r.run_start_ns.get() + min_run));
+                        // Saturated: near the end of the clock's range
+                        // the preemption is due at its last instant.
+                        r.preempt_at
+                            .set(Some(r.run_start_ns.get().saturating_add(min_run)));
                     }
                 }
             }

@@ -56,7 +56,7 @@ fn calibrate() -> Option<Calibration> {
     }
     let (t1, c1) = (Instant::now(), read());
     let ticks = c1.checked_sub(c0).filter(|&t| t > 0)?;
-    let ns = t1.duration_since(t0).as_nanos() as u64;
+    let ns = super::clock::duration_ns(t1.duration_since(t0));
     let mult = ((ns as u128) << 32) / ticks as u128;
     Some(Calibration {
         base: c0,

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
+use crate::executor::clock::duration_ns;
 use crate::executor::eevdf::{Eevdf, Entity};
 use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
 use crate::stats::QueueCounters;
@@ -119,7 +120,7 @@ impl Queues {
         let mut ents = Vec::with_capacity(specs.len());
         for (name, mut spec) in specs {
             spec.scheduler.attach(sink, &name);
-            let slice = spec.slice.unwrap_or(base_slice).as_nanos() as u64;
+            let slice = duration_ns(spec.slice.unwrap_or(base_slice));
             ents.push(Entity::new(spec.shares as u64, slice));
             list.push(QueueState {
                 name,
