@@ -13,21 +13,41 @@ use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
 use crate::stats::Stall;
 
-/// What happens when a task panics.
+/// What happens when a task, or other user code the executor calls,
+/// panics.
+///
+/// Every call into user code is caught: polling and dropping futures,
+/// dropping outputs and panic payloads, waking joiners' and hosts' wakers,
+/// the methods of a custom [`Scheduler`](crate::Scheduler),
+/// [`Clock::now_ns`](crate::Clock::now_ns), the stall detector's callback
+/// and `tracing` subscribers. Whatever the policy, the executor's state
+/// stays whole: every task reaches a final state that its join handle
+/// reads, the counters stay exact, and dropping the executor never panics.
+/// A panic of user code other than a task is replaced by a safe default
+/// (a clock read gives the last reading, a scheduler's failed `push` is
+/// kept by the executor, a waker's panic wakes nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PanicPolicy {
     /// Catch the panic at the poll: the task ends, its [`JoinHandle`]
     /// gives [`JoinError`] with the payload, every other task keeps running
-    /// and keeps its share. tokio's behaviour; the default.
+    /// and keeps its share. tokio's behaviour; the default. Panics of other
+    /// user code are dropped and counted in
+    /// [`ExecutorStats::caught_panics`](crate::ExecutorStats::caught_panics).
+    /// Nothing unwinds out of `block_on`, `run_until` or
+    /// `run_until_stalled` apart from their own main future.
     ///
     /// [`JoinHandle`]: crate::JoinHandle
     /// [`JoinError`]: crate::JoinError
     #[default]
     Catch,
     /// The task ends as with `Catch`, then the panic resumes out of
-    /// `block_on` / `run_until` (the join handle gets a placeholder payload).
+    /// `block_on` / `run_until` / `run_until_stalled` at the end of the
+    /// executor's turn (the join handle gets a placeholder payload). A panic
+    /// of other user code resumes the same way. One panic resumes per turn:
+    /// others caught meanwhile are dropped and counted in
+    /// [`ExecutorStats::caught_panics`](crate::ExecutorStats::caught_panics).
     /// The executor stays consistent: it can be run again, and dropping it
-    /// drops every task once.
+    /// drops every task once (and never panics).
     Propagate,
 }
 
@@ -171,8 +191,11 @@ impl<K: QueueKey> Builder<K> {
     /// `report`, with its queue, task id, task name
     /// ([`TaskBuilder::name`](crate::TaskBuilder::name)) and duration, and
     /// counts it in [`QueueStats::stalls`](crate::QueueStats::stalls).
-    /// `report` runs on the executor's thread right after the poll; it
-    /// must not panic (a panic there is caught and discarded). Default: no
+    /// `report` runs on the executor's thread right after the poll; a
+    /// panic there is handled by the [`PanicPolicy`]. The executor drops
+    /// `report` when it shuts down, so `report` may hold a
+    /// [`Spawner`](crate::Spawner) of its own executor (to spawn follow-up
+    /// work) without keeping the executor alive. Default: no
     /// detector. With one, the executor reads the clock once per poll.
     /// `threshold` must be between 1 us and 1 hour.
     ///

@@ -189,9 +189,10 @@ impl<K: QueueKey> Executor<K> {
     ///
     /// # Panics
     /// If called from inside one of this executor's tasks (a task cannot
-    /// block the thread that runs it), or, with
+    /// block the thread that runs it); when `future` itself panics; with
     /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), when a task
-    /// panics.
+    /// or other user code the executor calls panics; in debug builds, when
+    /// a custom [`Scheduler`](crate::Scheduler) breaks its contract.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         drive::block_on(&self.spawner.core, future)
     }
