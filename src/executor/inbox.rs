@@ -505,6 +505,184 @@ mod loom_tests {
         });
     }
 
+    /// A host for the models of the host list: its waker, the flag its wake
+    /// sets, and the `Arc` behind the waker, whose strong count is 2 (this
+    /// `Arc` and the waker) once every clone the inbox took was dropped.
+    fn host() -> (std::sync::Arc<Flag>, Arc<AtomicBool>, std::task::Waker) {
+        let woken = Arc::new(AtomicBool::new(false));
+        let flag = std::sync::Arc::new(Flag(woken.clone()));
+        let waker = std::task::Waker::from(flag.clone());
+        (flag, woken, waker)
+    }
+
+    #[test]
+    fn loom_host_list_wake_racing_drivers_coming_and_going() {
+        // Two drivers are registered (two pending `run_until` futures). A
+        // foreign wake races with one of them ending (deregistering) and
+        // with a third registering, draining the inbox and deciding
+        // whether to wait. No lost wake-up: the driver registered
+        // throughout is woken, and the new one is woken if it would wait
+        // with the id undrained. Then `close` (the executor's drop) lets go
+        // of every registered waker, each exactly once, and later wakes
+        // reach none.
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let (a, a_woken, wa) = host();
+            let (b, _, wb) = host();
+            let (c, c_woken, wc) = host();
+            let (mut ta, mut tb) = (None, None);
+            remote.set_host(&mut ta, &wa);
+            remote.set_host(&mut tb, &wb);
+            let tb = tb.unwrap();
+
+            let r1 = remote.clone();
+            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let r2 = remote.clone();
+            let leaving = thread::spawn(move || r2.remove_host(tb));
+
+            let mut tc = None;
+            remote.set_host(&mut tc, &wc);
+            let mut out = Vec::new();
+            remote.drain_into(&mut out, &mut Vec::new());
+            let would_wait = out.is_empty() && !remote.has_pending();
+            waking.join().unwrap();
+            leaving.join().unwrap();
+
+            assert!(
+                a_woken.load(Ordering::SeqCst),
+                "a registered driver missed the wake"
+            );
+            if would_wait {
+                assert!(
+                    c_woken.load(Ordering::SeqCst),
+                    "the new driver would wait and nobody wakes it"
+                );
+            }
+            assert_eq!(std::sync::Arc::strong_count(&b), 2, "b kept after it left");
+            drop(remote.close());
+            for h in [&a, &b, &c] {
+                assert_eq!(std::sync::Arc::strong_count(h), 2, "a host waker kept");
+            }
+            a_woken.store(false, Ordering::SeqCst);
+            c_woken.store(false, Ordering::SeqCst);
+            remote.push(TaskId::new(2, 0), &AtomicBool::new(false));
+            remote.wake_host();
+            assert!(!a_woken.load(Ordering::SeqCst) && !c_woken.load(Ordering::SeqCst));
+        });
+    }
+
+    #[test]
+    fn loom_host_list_close_racing_a_wake_and_a_registration() {
+        // The executor is dropped (`close`) while a foreign thread queues
+        // an op and a driver registers. The op is either refused or
+        // returned by `close`, never both or neither; a refused op wakes
+        // no host; a registration that comes after `close` is refused; every
+        // waker the inbox took is dropped exactly once; and no wake after
+        // `close` reaches a host.
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let (a, a_woken, wa) = host();
+            let (b, b_woken, wb) = host();
+            let mut ta = None;
+            remote.set_host(&mut ta, &wa);
+
+            let r1 = remote.clone();
+            let op = thread::spawn(move || r1.push_op(RemoteOp::Abort(TaskId::new(3, 0))).is_ok());
+            let (r2, wb2) = (remote.clone(), wb.clone());
+            let registering = thread::spawn(move || {
+                let mut tb = None;
+                r2.set_host(&mut tb, &wb2);
+                tb
+            });
+
+            let ops = remote.close();
+            let accepted = op.join().unwrap();
+            let _ = registering.join().unwrap();
+            assert_eq!(accepted, ops.len() == 1, "op accepted {accepted}, {ops:?}");
+            drop(ops);
+            if !accepted {
+                assert!(
+                    !a_woken.load(Ordering::SeqCst) && !b_woken.load(Ordering::SeqCst),
+                    "a refused op woke a host"
+                );
+            }
+            for h in [&a, &b] {
+                assert_eq!(std::sync::Arc::strong_count(h), 2, "a host waker kept");
+            }
+            a_woken.store(false, Ordering::SeqCst);
+            b_woken.store(false, Ordering::SeqCst);
+            assert!(remote.push_op(RemoteOp::Abort(TaskId::new(4, 0))).is_err());
+            remote.wake_host();
+            assert!(!a_woken.load(Ordering::SeqCst) && !b_woken.load(Ordering::SeqCst));
+        });
+    }
+
+    #[test]
+    fn loom_abort_and_wake_racing_executor_drop() {
+        // Another thread holds a clone of a task's waker and the task's id:
+        // it wakes the task, sends an abort op and a spawn op (as a remote
+        // join handle's `abort()` and a remote spawner do), and drops the
+        // waker, while the executor thread shuts down: closes the inbox
+        // (dropping the ops it returns) and drops the task slab. The ops
+        // are each either refused (dropped by the sender) or returned by
+        // `close`, never run; the spawn op is dropped exactly once; the
+        // cell is freed exactly once; the counted reference to the remote
+        // taken for the waker is given back.
+        use crate::task::raw::deallocs;
+        use crate::task::slab::TaskSlab;
+        use std::sync::atomic::AtomicUsize as StdCount;
+
+        static OP_DROPS: StdCount = StdCount::new(0);
+        struct Tracked;
+        impl Drop for Tracked {
+            fn drop(&mut self) {
+                OP_DROPS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        loom::model(|| {
+            let before = deallocs();
+            let drops_before = OP_DROPS.load(Ordering::SeqCst);
+            let remote = std::sync::Arc::new(Remote::default());
+            let mut slab = TaskSlab::new(remote.clone());
+            let (oid, _) = slab.insert(std::future::pending::<()>(), 0, None);
+            let id = oid.id();
+            let waker = slab.waker_clone(id);
+            let r2 = remote.clone();
+            let t = thread::spawn(move || {
+                waker.wake_by_ref();
+                let abort = r2.push_op(RemoteOp::Abort(id)).is_err();
+                let tracked = Tracked;
+                let spawn = RemoteOp::Spawn(Box::new(move |_: &Core| {
+                    drop(tracked);
+                    panic!("a spawn op ran after shutdown");
+                }));
+                let spawn = r2.push_op(spawn).is_err();
+                drop(waker);
+                abort as usize + spawn as usize
+            });
+            // `Core::shutdown`: the inbox first, then the tasks.
+            let ops = remote.close();
+            let returned = ops.len();
+            drop(ops);
+            drop(slab);
+            let refused = t.join().unwrap();
+            assert_eq!(refused + returned, 2, "an op neither refused nor returned");
+            assert_eq!(OP_DROPS.load(Ordering::SeqCst) - drops_before, 1);
+            assert_eq!(deallocs() - before, 1, "freed once");
+            let mut out = Vec::new();
+            let mut late = Vec::new();
+            remote.drain_into(&mut out, &mut late);
+            assert!(late.is_empty(), "an op queued after close");
+            assert!(out.len() <= 1);
+            assert_eq!(
+                std::sync::Arc::strong_count(&remote),
+                1,
+                "the cell's reference to the remote was not given back"
+            );
+        });
+    }
+
     #[test]
     fn loom_wake_after_close_is_dropped() {
         // A waker that outlives the executor: its wake races with shutdown
