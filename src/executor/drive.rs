@@ -2,6 +2,13 @@
 //! Driving the executor: standalone on the current thread (`block_on`,
 //! which parks the thread when idle), or nested in a host runtime
 //! (`run_until`, a future the host polls, returning to it every turn).
+//!
+//! Each driver registers its host waker with the inbox ([`HostGuard`]):
+//! `block_on` its unparker for its duration, a `run_until` future the
+//! waker of its latest poll from its first poll until it completes or is
+//! dropped. Several `run_until` futures of one executor may be pending in
+//! one host at once; the inbox wakes them all, and one that ends passes on
+//! the work it leaves ([`HostGuard::end`]).
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -15,6 +22,7 @@ use pin_project_lite::pin_project;
 
 use super::context;
 use super::core::{bump, Core};
+use super::inbox::HostToken;
 use super::run_loop::Turn;
 
 /// Marks the core as driven for the guard's life; restores on unwind.
@@ -46,6 +54,65 @@ impl Drop for DriveGuard<'_> {
         // A panic out of a scheduler may have left a run open.
         self.core.run.queue.set(None);
     }
+}
+
+/// A driver's registration of its host waker with the inbox: made by the
+/// driver's first [`set`](Self::set), ended by [`end`](Self::end) or on
+/// drop (also when the driver unwinds).
+pub(crate) struct HostGuard<'a> {
+    core: &'a Core,
+    token: Option<HostToken>,
+}
+
+impl<'a> HostGuard<'a> {
+    fn new(core: &'a Core) -> Self {
+        HostGuard { core, token: None }
+    }
+
+    /// Registers `waker` (or updates the registration): called before the
+    /// driver checks for work, so that a wake after the check reaches it.
+    fn set(&mut self, waker: &Waker) {
+        self.core.remote.set_host(&mut self.token, waker);
+    }
+
+    /// The driver ended: deregisters its host waker and, if the executor
+    /// still has work, wakes the hosts that remain (other pending
+    /// `run_until` futures). Some work reached this driver alone: its own
+    /// wake after a busy turn, and the queues that became runnable while it
+    /// polled its future (no host is woken for work that appears while the
+    /// executor is driven).
+    fn end(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.core.remote.remove_host(token);
+            if has_work(self.core) {
+                self.core.remote.wake_host();
+            }
+        }
+    }
+}
+
+impl Drop for HostGuard<'_> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// Whether a driver would find something to do: runnable or activated
+/// queues, aborts, foreign wakes, deferred yields. A `RefCell` borrowed
+/// elsewhere (a driver dropped from inside a task's destructor) counts as
+/// work: the cost of a wrong guess is one spurious host poll.
+fn has_work(core: &Core) -> bool {
+    core.attention.get()
+        || core.remote.has_pending()
+        || core
+            .queues
+            .try_borrow()
+            .map_or(true, |qs| qs.eevdf.runnable_count() > 0)
+        || core.deferred.try_borrow().map_or(true, |d| !d.is_empty())
+        || core
+            .deferred_wakers
+            .try_borrow()
+            .map_or(true, |w| !w.is_empty())
 }
 
 /// Wakes the `block_on` thread for executor work (foreign wakes).
@@ -84,7 +151,10 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
     });
     let main_waker = Waker::from(main.clone());
     let unparker = Waker::from(Arc::new(Unparker(thread::current())));
-    core.remote.set_host(&unparker);
+    // Dropped before `_guard` (declared after it): `end` may wake other
+    // hosts, which their runtime polls once `block_on` has returned.
+    let mut host = HostGuard::new(core);
+    host.set(&unparker);
     let mut future = pin!(future);
     let mut cx = Context::from_waker(&main_waker);
     // The previous turn was busy and nothing ran since ([`Core::run_turn`]).
@@ -145,9 +215,23 @@ pin_project! {
     /// wrapped future completes.
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct RunUntil<'a, F> {
-        pub(crate) core: &'a Rc<Core>,
+        core: &'a Rc<Core>,
         #[pin]
-        pub(crate) future: F,
+        future: F,
+        // After `future`, so dropped after it: the registration ends once
+        // the future is gone, and `HostGuard::end` sees the work its drop
+        // left (tasks it woke or spawned) for the other hosts.
+        host: HostGuard<'a>,
+    }
+}
+
+impl<'a, F> RunUntil<'a, F> {
+    pub(crate) fn new(core: &'a Rc<Core>, future: F) -> Self {
+        RunUntil {
+            core,
+            future,
+            host: HostGuard::new(core),
+        }
     }
 }
 
@@ -158,8 +242,9 @@ impl<F: Future> Future for RunUntil<'_, F> {
         let this = self.project();
         let core: &Rc<Core> = this.core;
         let _guard = DriveGuard::new(core, true, "run_until");
-        core.remote.set_host(cx.waker());
+        this.host.set(cx.waker());
         if let Poll::Ready(out) = this.future.poll(cx) {
+            this.host.end();
             return Poll::Ready(out);
         }
         // After the host's turn: the clock is read afresh.

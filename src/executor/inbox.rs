@@ -2,18 +2,40 @@
 //! The executor's thread-safe half: wakes arriving while the executor is not
 //! polling on its own thread (from other threads, or from a host runtime's
 //! timers and I/O between two of our turns) go into a short-lock inbox, and
-//! the host is woken: the `block_on` thread is unparked, or the host
-//! runtime's waker of `run_until` is woken.
+//! the hosts are woken: the `block_on` thread is unparked, and the host
+//! runtime's waker of every pending `run_until` future is woken.
+//!
+//! Several drivers may wait on one executor at once: two `run_until`
+//! futures polled by one host (two tasks of a `LocalSet`, two branches of a
+//! `FuturesUnordered`), or a pending `run_until` while the thread is inside
+//! `block_on`. Each registers its own host waker under a [`HostToken`] for
+//! as long as it drives or may be woken to drive, and every wake of the
+//! hosts wakes all of them: whichever of them the host polls first runs the
+//! work (the others' polls find nothing and return). A driver that ends
+//! deregisters; the driver passes on what only it knew of (work runnable
+//! when it ended, see `drive`) by waking the hosts that remain.
 //!
 //! Lost-wake-up freedom: a waker pushes the id, *then* raises `pending`,
-//! *then* wakes the host; the executor registers its host waker, *then*
-//! checks `pending` before it parks. Either the executor sees `pending`, or
-//! the waker sees the registered host waker (and `Thread::unpark` before
-//! `park` makes `park` return at once).
+//! *then* wakes every registered host; a driver registers its host waker,
+//! *then* checks `pending` before it parks (or returns `Pending` to its
+//! host). Either the driver sees `pending`, or the waker sees the driver's
+//! registered host waker (and `Thread::unpark` before `park` makes `park`
+//! return at once). A driver stays registered until it ends, so the
+//! argument holds for each driver that would wait, whatever the others do.
+//!
+//! Host wakers are user code (their `wake`, `clone` and `drop`), and none of
+//! it runs under the inbox's locks: the registry holds each waker in an
+//! `Arc`, so that a wake takes `Arc` clones under the lock and wakes them
+//! after releasing it, and a waker that is replaced, deregistered or
+//! cleared by `close` is taken out under the lock and dropped after it.
+//! A wake may therefore still reach a host waker that was deregistered (or
+//! cleared by `close`) just after the wake took its clone: a spurious wake,
+//! which futures and `Thread::park` allow.
 
 use std::fmt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use std::task::Waker;
 
 use super::core::Core;
@@ -58,6 +80,27 @@ impl InboxFlag for AtomicBool {
     }
 }
 
+/// The registration of one driver's host waker in a [`Remote`]: handed out
+/// by the driver's first [`Remote::set_host`], given back with
+/// [`Remote::remove_host`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HostToken(u64);
+
+/// The registered host wakers: usually one (one `run_until` or one
+/// `block_on`), so a wake costs one `Arc` clone and no allocation.
+#[derive(Debug, Default)]
+struct Hosts {
+    list: Vec<(HostToken, Arc<Waker>)>,
+    /// The next token to hand out.
+    next: u64,
+}
+
+impl Hosts {
+    fn position(&self, token: HostToken) -> Option<usize> {
+        self.list.iter().position(|(t, _)| *t == token)
+    }
+}
+
 /// The part of an executor that wakers on any thread may reach.
 #[derive(Debug, Default)]
 pub(crate) struct Remote {
@@ -66,19 +109,23 @@ pub(crate) struct Remote {
     /// lock, so that no op is queued after `close` drained them.
     ops: Mutex<Vec<RemoteOp>>,
     pending: AtomicBool,
-    host: Mutex<Option<Waker>>,
+    /// The drivers' host wakers; `closed` is checked under this lock when
+    /// one registers, and `close` empties it after setting `closed`, so that
+    /// none stays registered after `close`.
+    hosts: Mutex<Hosts>,
     closed: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The critical sections below cannot panic, so poisoning is impossible;
-    // recover anyway rather than propagate someone else's panic.
+    // The critical sections below run no user code and cannot panic, so
+    // poisoning is impossible; recover anyway rather than propagate someone
+    // else's panic.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Remote {
     /// Queues a wake of `id`, deduplicated by the task's `notified` flag,
-    /// and wakes the host.
+    /// and wakes the hosts.
     pub(crate) fn push<F: InboxFlag + ?Sized>(&self, id: TaskId, notified: &F) {
         if self.closed.load(Ordering::Acquire) {
             return;
@@ -90,7 +137,7 @@ impl Remote {
         self.raise_pending();
     }
 
-    /// Raises `pending` after an id or op was queued, and wakes the host
+    /// Raises `pending` after an id or op was queued, and wakes the hosts
     /// unless an earlier push already raised it: that push owes the wake
     /// (it wakes after raising), and the executor's drain, which clears the
     /// flag first and then takes the queues, takes what was queued before
@@ -102,7 +149,7 @@ impl Remote {
         }
     }
 
-    /// Queues an op for the executor's thread and wakes the host. Gives the
+    /// Queues an op for the executor's thread and wakes the hosts. Gives the
     /// op back if the executor is shut down.
     pub(crate) fn push_op(&self, op: RemoteOp) -> Result<(), RemoteOp> {
         {
@@ -116,21 +163,83 @@ impl Remote {
         Ok(())
     }
 
-    /// Wakes whatever drives the executor (thread unpark or host waker).
+    /// Wakes whatever drives or waits to drive the executor: every
+    /// registered host waker (thread unpark, or a host runtime's waker).
+    ///
+    /// The wakers are cloned (`Arc` clones) under the lock and woken after
+    /// it. If one of several panics, the others are still woken, and the
+    /// first panic is then resumed in the caller, whichever thread it is
+    /// (as a lone host waker's panic reaches it): the inbox's state is
+    /// consistent at every call site, before and after the wake.
     pub(crate) fn wake_host(&self) {
-        let host = lock(&self.host).clone();
-        if let Some(w) = host {
-            w.wake();
+        let (first, rest) = {
+            let hosts = lock(&self.hosts);
+            let Some(((_, first), rest)) = hosts.list.split_first() else {
+                return;
+            };
+            // Collecting an empty iterator does not allocate.
+            let rest: Vec<Arc<Waker>> = rest.iter().map(|(_, w)| w.clone()).collect();
+            (first.clone(), rest)
+        };
+        if rest.is_empty() {
+            first.wake_by_ref();
+            return;
+        }
+        let mut panic = None;
+        for w in std::iter::once(&first).chain(&rest) {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| w.wake_by_ref())) {
+                panic.get_or_insert(payload);
+            }
+        }
+        drop((first, rest));
+        if let Some(payload) = panic {
+            resume_unwind(payload);
         }
     }
 
-    /// Registers the waker of the current driver.
-    pub(crate) fn set_host(&self, waker: &Waker) {
-        let mut host = lock(&self.host);
-        match &*host {
-            Some(w) if w.will_wake(waker) => {}
-            _ => *host = Some(waker.clone()),
+    /// Registers `waker` as the host waker of the driver that holds
+    /// `token`; a driver without one (`None`, its first call) is registered
+    /// anew and its token stored in `token`. An unchanged waker (`will_wake`)
+    /// costs a lock and a comparison; a changed one is cloned, and the one
+    /// it replaces dropped, with no lock held. After `close` nothing is
+    /// registered (the executor is gone).
+    pub(crate) fn set_host(&self, token: &mut Option<HostToken>, waker: &Waker) {
+        if let Some(t) = *token {
+            let hosts = lock(&self.hosts);
+            if let Some(i) = hosts.position(t) {
+                if hosts.list[i].1.will_wake(waker) {
+                    return;
+                }
+            }
         }
+        let new = Arc::new(waker.clone());
+        // What to drop once the lock is released: the replaced waker, or
+        // the new one if the executor closed.
+        let spare = {
+            let mut hosts = lock(&self.hosts);
+            if self.closed.load(Ordering::Acquire) {
+                Some(new)
+            } else if let Some(i) = token.and_then(|t| hosts.position(t)) {
+                Some(std::mem::replace(&mut hosts.list[i].1, new))
+            } else {
+                let t = HostToken(hosts.next);
+                hosts.next += 1;
+                hosts.list.push((t, new));
+                *token = Some(t);
+                None
+            }
+        };
+        drop(spare);
+    }
+
+    /// Deregisters the host waker registered under `token` (its driver
+    /// ended), dropping it with no lock held.
+    pub(crate) fn remove_host(&self, token: HostToken) {
+        let removed = {
+            let mut hosts = lock(&self.hosts);
+            hosts.position(token).map(|i| hosts.list.swap_remove(i))
+        };
+        drop(removed);
     }
 
     /// Whether wakes are waiting in the inbox.
@@ -151,7 +260,8 @@ impl Remote {
         }
     }
 
-    /// The executor is gone: later wakes and ops are refused. Returns the
+    /// The executor is gone: later wakes and ops are refused, and the host
+    /// wakers are deregistered (and dropped, with no lock held). Returns the
     /// ops that were waiting, for the caller to drop (with no lock held:
     /// dropping a spawn op resolves its join handle to cancelled).
     pub(crate) fn close(&self) -> Vec<RemoteOp> {
@@ -161,7 +271,8 @@ impl Remote {
             std::mem::take(&mut *ops)
         };
         lock(&self.ids).clear();
-        *lock(&self.host) = None;
+        let hosts = std::mem::take(&mut lock(&self.hosts).list);
+        drop(hosts);
         ops
     }
 }
@@ -187,6 +298,85 @@ mod tests {
         out.clear();
         r.drain_into(&mut out, &mut vec![]);
         assert_eq!(out, vec![id]);
+    }
+
+    /// A host waker that counts its wakes (the `Arc`'s strong count tells
+    /// how many clones of it are alive).
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    impl Count {
+        fn get(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn every_registered_host_is_woken_until_it_is_removed() {
+        let r = Remote::default();
+        let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let (mut ta, mut tb) = (None, None);
+        r.set_host(&mut ta, &wa);
+        r.set_host(&mut tb, &wb);
+        assert_ne!(ta, tb);
+        // Registering the same waker again keeps the one clone.
+        r.set_host(&mut ta, &wa);
+        assert_eq!(Arc::strong_count(&a), 3, "test's, waker's, registry's");
+        r.wake_host();
+        assert_eq!((a.get(), b.get()), (1, 1));
+        r.remove_host(tb.unwrap());
+        assert_eq!(Arc::strong_count(&b), 2, "the registry let go of it");
+        r.wake_host();
+        assert_eq!((a.get(), b.get()), (2, 1));
+        // A new waker under the same token replaces the old one.
+        r.set_host(&mut ta, &wb);
+        assert_eq!(Arc::strong_count(&a), 2);
+        r.wake_host();
+        assert_eq!((a.get(), b.get()), (2, 2));
+        assert!(r.close().is_empty());
+        assert_eq!(Arc::strong_count(&b), 2, "close let go of it");
+        // Nothing registers or is woken after close.
+        let mut tc = None;
+        r.set_host(&mut tc, &wa);
+        assert_eq!(tc, None);
+        assert_eq!(Arc::strong_count(&a), 2);
+        r.wake_host();
+        assert_eq!((a.get(), b.get()), (2, 2));
+    }
+
+    #[test]
+    fn a_panicking_host_waker_does_not_skip_the_others() {
+        struct Panics;
+        impl std::task::Wake for Panics {
+            fn wake(self: Arc<Self>) {
+                panic!("host waker panics");
+            }
+        }
+        let r = Remote::default();
+        let c = Arc::new(Count::default());
+        let (wp, wc) = (Waker::from(Arc::new(Panics)), Waker::from(c.clone()));
+        let (mut tp, mut tc) = (None, None);
+        // The panicking one first: the other is still woken after it.
+        r.set_host(&mut tp, &wp);
+        r.set_host(&mut tc, &wc);
+        let caught = std::panic::catch_unwind(AssertUnwindSafe(|| r.wake_host()));
+        assert!(caught.is_err(), "the panic reaches the caller");
+        assert_eq!(c.get(), 1);
+        // Nothing is poisoned or left behind.
+        r.remove_host(tp.unwrap());
+        r.wake_host();
+        assert_eq!(c.get(), 2);
+        assert_eq!(Arc::strong_count(&c), 3);
+        drop(r.close());
+        assert_eq!(Arc::strong_count(&c), 2);
     }
 
     #[test]
@@ -231,7 +421,7 @@ mod loom_tests {
             let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &*f2));
 
             let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
-            remote.set_host(&host);
+            remote.set_host(&mut None, &host);
             let mut out = Vec::new();
             remote.drain_into(&mut out, &mut Vec::new());
             let would_park = out.is_empty() && !remote.has_pending();
@@ -260,7 +450,7 @@ mod loom_tests {
             let remote = Arc::new(Remote::default());
             let woken = Arc::new(AtomicBool::new(false));
             let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
-            remote.set_host(&host);
+            remote.set_host(&mut None, &host);
             let ts: Vec<_> = (0..2u32)
                 .map(|i| {
                     let r = remote.clone();
@@ -312,6 +502,184 @@ mod loom_tests {
             out.clear();
             remote.drain_into(&mut out, &mut Vec::new());
             assert_eq!(out.len(), 1, "a wake after the drain is queued again");
+        });
+    }
+
+    /// A host for the models of the host list: its waker, the flag its wake
+    /// sets, and the `Arc` behind the waker, whose strong count is 2 (this
+    /// `Arc` and the waker) once every clone the inbox took was dropped.
+    fn host() -> (std::sync::Arc<Flag>, Arc<AtomicBool>, std::task::Waker) {
+        let woken = Arc::new(AtomicBool::new(false));
+        let flag = std::sync::Arc::new(Flag(woken.clone()));
+        let waker = std::task::Waker::from(flag.clone());
+        (flag, woken, waker)
+    }
+
+    #[test]
+    fn loom_host_list_wake_racing_drivers_coming_and_going() {
+        // Two drivers are registered (two pending `run_until` futures). A
+        // foreign wake races with one of them ending (deregistering) and
+        // with a third registering, draining the inbox and deciding
+        // whether to wait. No lost wake-up: the driver registered
+        // throughout is woken, and the new one is woken if it would wait
+        // with the id undrained. Then `close` (the executor's drop) lets go
+        // of every registered waker, each exactly once, and later wakes
+        // reach none.
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let (a, a_woken, wa) = host();
+            let (b, _, wb) = host();
+            let (c, c_woken, wc) = host();
+            let (mut ta, mut tb) = (None, None);
+            remote.set_host(&mut ta, &wa);
+            remote.set_host(&mut tb, &wb);
+            let tb = tb.unwrap();
+
+            let r1 = remote.clone();
+            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let r2 = remote.clone();
+            let leaving = thread::spawn(move || r2.remove_host(tb));
+
+            let mut tc = None;
+            remote.set_host(&mut tc, &wc);
+            let mut out = Vec::new();
+            remote.drain_into(&mut out, &mut Vec::new());
+            let would_wait = out.is_empty() && !remote.has_pending();
+            waking.join().unwrap();
+            leaving.join().unwrap();
+
+            assert!(
+                a_woken.load(Ordering::SeqCst),
+                "a registered driver missed the wake"
+            );
+            if would_wait {
+                assert!(
+                    c_woken.load(Ordering::SeqCst),
+                    "the new driver would wait and nobody wakes it"
+                );
+            }
+            assert_eq!(std::sync::Arc::strong_count(&b), 2, "b kept after it left");
+            drop(remote.close());
+            for h in [&a, &b, &c] {
+                assert_eq!(std::sync::Arc::strong_count(h), 2, "a host waker kept");
+            }
+            a_woken.store(false, Ordering::SeqCst);
+            c_woken.store(false, Ordering::SeqCst);
+            remote.push(TaskId::new(2, 0), &AtomicBool::new(false));
+            remote.wake_host();
+            assert!(!a_woken.load(Ordering::SeqCst) && !c_woken.load(Ordering::SeqCst));
+        });
+    }
+
+    #[test]
+    fn loom_host_list_close_racing_a_wake_and_a_registration() {
+        // The executor is dropped (`close`) while a foreign thread queues
+        // an op and a driver registers. The op is either refused or
+        // returned by `close`, never both or neither; a refused op wakes
+        // no host; a registration that comes after `close` is refused; every
+        // waker the inbox took is dropped exactly once; and no wake after
+        // `close` reaches a host.
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let (a, a_woken, wa) = host();
+            let (b, b_woken, wb) = host();
+            let mut ta = None;
+            remote.set_host(&mut ta, &wa);
+
+            let r1 = remote.clone();
+            let op = thread::spawn(move || r1.push_op(RemoteOp::Abort(TaskId::new(3, 0))).is_ok());
+            let (r2, wb2) = (remote.clone(), wb.clone());
+            let registering = thread::spawn(move || {
+                let mut tb = None;
+                r2.set_host(&mut tb, &wb2);
+                tb
+            });
+
+            let ops = remote.close();
+            let accepted = op.join().unwrap();
+            let _ = registering.join().unwrap();
+            assert_eq!(accepted, ops.len() == 1, "op accepted {accepted}, {ops:?}");
+            drop(ops);
+            if !accepted {
+                assert!(
+                    !a_woken.load(Ordering::SeqCst) && !b_woken.load(Ordering::SeqCst),
+                    "a refused op woke a host"
+                );
+            }
+            for h in [&a, &b] {
+                assert_eq!(std::sync::Arc::strong_count(h), 2, "a host waker kept");
+            }
+            a_woken.store(false, Ordering::SeqCst);
+            b_woken.store(false, Ordering::SeqCst);
+            assert!(remote.push_op(RemoteOp::Abort(TaskId::new(4, 0))).is_err());
+            remote.wake_host();
+            assert!(!a_woken.load(Ordering::SeqCst) && !b_woken.load(Ordering::SeqCst));
+        });
+    }
+
+    #[test]
+    fn loom_abort_and_wake_racing_executor_drop() {
+        // Another thread holds a clone of a task's waker and the task's id:
+        // it wakes the task, sends an abort op and a spawn op (as a remote
+        // join handle's `abort()` and a remote spawner do), and drops the
+        // waker, while the executor thread shuts down: closes the inbox
+        // (dropping the ops it returns) and drops the task slab. The ops
+        // are each either refused (dropped by the sender) or returned by
+        // `close`, never run; the spawn op is dropped exactly once; the
+        // cell is freed exactly once; the counted reference to the remote
+        // taken for the waker is given back.
+        use crate::task::raw::deallocs;
+        use crate::task::slab::TaskSlab;
+        use std::sync::atomic::AtomicUsize as StdCount;
+
+        static OP_DROPS: StdCount = StdCount::new(0);
+        struct Tracked;
+        impl Drop for Tracked {
+            fn drop(&mut self) {
+                OP_DROPS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        loom::model(|| {
+            let before = deallocs();
+            let drops_before = OP_DROPS.load(Ordering::SeqCst);
+            let remote = std::sync::Arc::new(Remote::default());
+            let mut slab = TaskSlab::new(remote.clone());
+            let (oid, _) = slab.insert(std::future::pending::<()>(), 0, None);
+            let id = oid.id();
+            let waker = slab.waker_clone(id);
+            let r2 = remote.clone();
+            let t = thread::spawn(move || {
+                waker.wake_by_ref();
+                let abort = r2.push_op(RemoteOp::Abort(id)).is_err();
+                let tracked = Tracked;
+                let spawn = RemoteOp::Spawn(Box::new(move |_: &Core| {
+                    drop(tracked);
+                    panic!("a spawn op ran after shutdown");
+                }));
+                let spawn = r2.push_op(spawn).is_err();
+                drop(waker);
+                abort as usize + spawn as usize
+            });
+            // `Core::shutdown`: the inbox first, then the tasks.
+            let ops = remote.close();
+            let returned = ops.len();
+            drop(ops);
+            drop(slab);
+            let refused = t.join().unwrap();
+            assert_eq!(refused + returned, 2, "an op neither refused nor returned");
+            assert_eq!(OP_DROPS.load(Ordering::SeqCst) - drops_before, 1);
+            assert_eq!(deallocs() - before, 1, "freed once");
+            let mut out = Vec::new();
+            let mut late = Vec::new();
+            remote.drain_into(&mut out, &mut late);
+            assert!(late.is_empty(), "an op queued after close");
+            assert!(out.len() <= 1);
+            assert_eq!(
+                std::sync::Arc::strong_count(&remote),
+                1,
+                "the cell's reference to the remote was not given back"
+            );
         });
     }
 

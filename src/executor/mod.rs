@@ -202,6 +202,9 @@ impl<K: QueueKey> Executor<K> {
     /// `current_thread` runtime or `LocalSet`, smol, ...). Every turn
     /// (61 polls or 200 us by default) it returns to the host so that the
     /// host's timers and sockets, which the tasks may use, make progress.
+    /// Several `run_until` futures of one executor may be pending in one
+    /// host at once (tasks of one `LocalSet`, say): each is woken when the
+    /// executor has work, and whichever the host polls first runs it.
     ///
     /// ```
     /// use tourbillon::Builder;
@@ -218,10 +221,7 @@ impl<K: QueueKey> Executor<K> {
     /// assert_eq!(out, 7);
     /// ```
     pub fn run_until<F: Future>(&self, future: F) -> RunUntil<'_, F> {
-        RunUntil {
-            core: &self.spawner.core,
-            future,
-        }
+        RunUntil::new(&self.spawner.core, future)
     }
 
     /// Runs tasks until none is runnable, then returns the number of polls
