@@ -222,12 +222,19 @@ impl Core {
         self.spawn(q, None, future)
     }
 
+    /// Wakes the hosts that drive the executor (their wakers are user
+    /// code: a panic goes to the panic sink).
+    pub(crate) fn wake_hosts(&self) {
+        self.panics
+            .check(boundary::call(|| self.remote.wake_host()));
+    }
+
     /// A queue went from empty to non-empty: it needs placement at the next
     /// boundary, and the host must run us if we are not running.
     fn on_activation(&self) {
         self.attention.set(true);
         if !self.driving.get() {
-            self.remote.wake_host();
+            self.wake_hosts();
         }
     }
 
@@ -285,7 +292,7 @@ impl Core {
             self.aborts.borrow_mut().push(id);
             self.attention.set(true);
             if !self.driving.get() {
-                self.remote.wake_host();
+                self.wake_hosts();
             }
         }
     }

@@ -85,7 +85,8 @@ impl<'a> HostGuard<'a> {
         if let Some(token) = self.token.take() {
             self.core.remote.remove_host(token);
             if has_work(self.core) {
-                self.core.remote.wake_host();
+                // Behind the panic boundary: this also runs while unwinding.
+                self.core.wake_hosts();
             }
         }
     }
