@@ -3,13 +3,13 @@
 //!
 //! # Workloads
 //!
-//! The shapes of `scheduling.md` section 7.4 (and of its reference model,
-//! `lasmodel.py`): Poisson arrivals at the rate that gives load `rho`; each
-//! task is `k` CPU segments (one poll each) of busy-spinning on `Instant`
-//! for the scripted time; between two segments it either yields
-//! (`yield_now().await`, workloads without I/O) or sleeps for the scripted
-//! time (B-io, D). A task completes at the end of its last segment;
-//! latency = completion - scripted arrival.
+//! The shapes of `scheduling.md` section 7.4, as the reference model of
+//! the L6 test generates them (`tests/lasmodel`): Poisson arrivals at the
+//! rate that gives load `rho`; each task is `k` CPU segments (one poll
+//! each) of busy-spinning on `Instant` for the scripted time; between two
+//! segments it either yields (`yield_now().await`, workloads without I/O)
+//! or sleeps for the scripted time (B-io, D). A task completes at the end
+//! of its last segment; latency = completion - scripted arrival.
 //!
 //! * `A`: 90% thin tasks of 1-3 segments, 10% fat of 20-40; 50-150 us per
 //!   segment; no sleep (a high-variance mix: where LAS should help);
@@ -30,7 +30,7 @@
 //! `Las::quantized(100 us, 16)`), `tourbillon Las::exact()`, and optionally
 //! `tourbillon Las+guard` (`--guard-ms N`: `Las::max_wait`).
 //! Above them, two rows `model FIFO` / `model LAS` replay the *same script*
-//! in virtual time with no overhead (the algorithm of `lasmodel.py`), to
+//! in virtual time with no overhead (the algorithm of `tests/lasmodel`), to
 //! show how close each executor comes to its ideal policy.
 //!
 //! # Arrivals and timers: why a spin-checked "pump"
@@ -152,7 +152,9 @@ struct Case {
 }
 
 impl Case {
-    /// The script, generated as `lasmodel.py::gen` does (with our RNG).
+    /// The script, drawn as `tests/lasmodel`'s `generate` draws it (the
+    /// same generator, order of draws and distributions; times truncated to
+    /// ns, not rounded).
     fn generate(w: &'static Workload, rho: f64, n: usize, seed: u64) -> Case {
         let mean = |(a, b): (u32, u32)| (a + b) as f64 / 2.0;
         let mean_k = w.thin_frac * mean(w.thin_k) + (1.0 - w.thin_frac) * mean(w.fat_k);
@@ -202,8 +204,8 @@ enum Policy {
 
 const Q0_NS: u64 = 100_000;
 
-/// Virtual-time replay of the script (`lasmodel.py::simulate`, every task
-/// its own group): completion ns per task.
+/// Virtual-time replay of the script (the algorithm of `tests/lasmodel`'s
+/// `simulate`, every task its own group): completion ns per task.
 fn model(tasks: &[TaskSpec], policy: Policy) -> Vec<u64> {
     let n = tasks.len();
     let mut ev: BinaryHeap<Reverse<(u64, u64, usize)>> = tasks
@@ -681,7 +683,7 @@ fn main() {
     }
     println!(
         "open-loop arrivals on the real clock; latency = completion - scripted arrival; seed {seed}; \
-         percentiles as lasmodel.py (sorted, index round(p (n-1)))"
+         percentiles of the sorted latencies at index round(p (n-1))"
     );
     // Untimed warm-up of every system (allocator, page faults, code).
     let warm = Rc::new(Case::generate(&WORKLOADS[0], 0.8, 300, seed ^ 1));
