@@ -81,6 +81,8 @@ pub(crate) struct PanicSink {
     propagate: bool,
     /// A panic to resume out of the driver.
     held: RefCell<Option<Payload>>,
+    /// `held` is `Some` (read after every task that ends: one load).
+    holding: Cell<bool>,
     /// Panics of user code caught and dropped.
     caught: Cell<u64>,
     /// Scheduler contract violations seen.
@@ -103,8 +105,8 @@ impl PanicSink {
     /// A panic of user code, caught: kept for the driver under
     /// `Propagate` (the first one), else dropped and counted.
     pub(crate) fn report(&self, payload: Payload) {
-        if self.propagate && self.held.borrow().is_none() {
-            *self.held.borrow_mut() = Some(payload);
+        if self.propagate && !self.holding.get() {
+            self.hold(payload);
             return;
         }
         self.caught.set(self.caught.get() + 1);
@@ -132,7 +134,8 @@ impl PanicSink {
                 "tourbillon: scheduler contract broken: {}",
                 message()
             ));
-            let old = self.held.borrow_mut().replace(payload);
+            let old = self.held.borrow_mut().take();
+            self.hold(payload);
             if let Some(old) = old {
                 self.caught.set(self.caught.get() + 1);
                 drop_payload(old);
@@ -140,25 +143,36 @@ impl PanicSink {
         }
     }
 
+    fn hold(&self, payload: Payload) {
+        *self.held.borrow_mut() = Some(payload);
+        self.holding.set(true);
+    }
+
+    fn take(&self) -> Option<Payload> {
+        self.holding.set(false);
+        self.held.borrow_mut().take()
+    }
+
     /// Whether a panic waits to resume out of the driver.
     #[inline]
     pub(crate) fn holds(&self) -> bool {
-        self.held.borrow().is_some()
+        self.holding.get()
     }
 
     /// Resumes the held panic, if any (the drivers call it where no state
     /// of the executor is left half-done).
+    #[inline]
     pub(crate) fn rethrow(&self) {
-        let held = self.held.borrow_mut().take();
-        if let Some(p) = held {
-            resume_unwind(p);
+        if self.holding.get() {
+            if let Some(p) = self.take() {
+                resume_unwind(p);
+            }
         }
     }
 
     /// Drops a held panic (shutdown: nothing may unwind out of a drop).
     pub(crate) fn discard(&self) {
-        let held = self.held.borrow_mut().take();
-        if let Some(p) = held {
+        if let Some(p) = self.take() {
             self.caught.set(self.caught.get() + 1);
             drop_payload(p);
         }

@@ -86,7 +86,10 @@ impl<'a> Held<'a> {
         if pos == r.batch_len.get() {
             let mut qs = self.core.queues.borrow_mut();
             self.core.flush_tail(&mut qs);
-            let len = qs.list[self.q].sched.take_next(&r.batch.0);
+            let mut len = qs.list[self.q].sched.take_next(&r.batch.0);
+            if qs.list[self.q].sched.is_custom() {
+                len = self.checked(&mut qs, len);
+            }
             drop(qs);
             r.batch_len.set(len);
             pos = 0;
@@ -99,6 +102,25 @@ impl<'a> Held<'a> {
         let id = r.batch.0[pos % HELD].get();
         r.batch_pos.set(pos + 1);
         Some(id)
+    }
+
+    /// Checks the ids a custom scheduler hands out (one at a time): an id
+    /// that was not the scheduler's to hand out is reported and not run,
+    /// and the scheduler is asked for the next one. Returns how many ids
+    /// the batch holds (0 or 1).
+    #[cold]
+    #[inline(never)]
+    fn checked(&self, qs: &mut Queues, mut len: usize) -> usize {
+        let batch = &self.core.run.batch.0;
+        while len == 1 {
+            let id = batch[0].get();
+            let Some(why) = self.core.tasks.borrow().check_handout(id, self.q) else {
+                break;
+            };
+            self.core.refused(qs, self.q, id, why);
+            len = qs.list[self.q].sched.take_next(batch);
+        }
+        len
     }
 
     /// Puts the ids not polled back in front of the queue, and the

@@ -37,6 +37,7 @@ use super::batch::{Batch, Held, Tail};
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
 use crate::boundary;
+use crate::queue::Queues;
 use crate::stats::Stall;
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
@@ -165,6 +166,7 @@ impl Core {
         turn
     }
 
+    #[inline(always)]
     fn turn(&self, follows: bool) -> Turn {
         self.release_deferred();
         let now = if follows && !self.cheap_clock {
@@ -241,6 +243,7 @@ impl Core {
     /// compiled out (9 instructions per headline task, callgrind; with
     /// `poll_task` inlined into each instance, the larger part of the
     /// change listed in PROFILING.md, "Findings").
+    #[inline(always)]
     fn run_queue(&self, q: usize) -> bool {
         let (sched_timing, tell_polled) = {
             let mut qs = self.queues.borrow_mut();
@@ -293,6 +296,7 @@ impl Core {
         r.stop.set(false);
         self.reset_countdown(q);
         let defer_yields = self.nested.get();
+        let propagate = self.panics.propagates();
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = super::context::begin_run();
@@ -333,16 +337,11 @@ impl Core {
                 tracing::trace_span!("poll", queue = q, task = %id).entered()
             });
             let site = r.second_site.get();
-            let polled = poll_task(&self.tasks, id, q, &self.panics, site, &mut done);
+            let polled = poll_task(&self.tasks, id, propagate, site, &mut done);
             #[cfg(feature = "tracing")]
             drop(poll_span);
-            match polled {
-                Polled::Stale => continue,
-                Polled::Spurious(why) => {
-                    self.refused(q, id, why);
-                    continue;
-                }
-                _ => {}
+            if let Polled::Stale = polled {
+                continue;
             }
             r.second_site.set(!site);
             // `countdown >= 1` before every poll (see `countdown`); the
@@ -385,7 +384,7 @@ impl Core {
                         }
                     }
                 }
-                Polled::Stale | Polled::Spurious(_) => unreachable!("handled above"),
+                Polled::Stale => unreachable!("handled above"),
             }
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
@@ -403,8 +402,7 @@ impl Core {
     /// the driver with this message). The task is not polled.
     #[cold]
     #[inline(never)]
-    fn refused(&self, q: usize, id: TaskId, why: Spurious) {
-        let qs = self.queues.borrow();
+    pub(crate) fn refused(&self, qs: &Queues, q: usize, id: TaskId, why: Spurious) {
         let name = &qs.list[q].name;
         self.panics.violation(|| match why {
             Spurious::OtherQueue(other) => format!(
@@ -613,7 +611,7 @@ impl Core {
         if !self.aborts.borrow().is_empty() {
             let ids = std::mem::take(&mut *self.aborts.borrow_mut());
             for id in ids {
-                if let Some(done) = cancel_idle(&self.tasks, id, &self.panics) {
+                if let Some(done) = cancel_idle(&self.tasks, id) {
                     // A panic of the destructor is the task's, reported to
                     // its join handle.
                     self.finish(id, done, None, false);
@@ -699,7 +697,7 @@ impl Core {
             group,
             finish,
             cancelled,
-            panic,
+            panics,
         } = done;
         // A task's own group ends with it; a keyed group when its last task
         // does.
@@ -728,8 +726,10 @@ impl Core {
             qs.group_ended(queue, group);
         }
         drop(qs);
-        if let Some(p) = panic {
-            self.panics.report(p);
+        if let Some(panics) = panics {
+            for p in *panics {
+                self.panics.report(p);
+            }
         }
     }
 

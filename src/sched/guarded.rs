@@ -20,6 +20,10 @@
 //! violation ([`PanicSink::violation`]); the executor checks the ids that
 //! `pop` returns itself (in the poll harness, where the task's state is
 //! read anyway).
+//!
+//! The methods are kept out of line: inlined into the executor's dispatch
+//! on the scheduler kind, they made the dispatch too large to be inlined
+//! into the run loop, which cost the built-in schedulers' paths (callgrind).
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -79,6 +83,7 @@ impl Guarded {
         }
     }
 
+    #[inline(never)]
     pub(crate) fn push(&mut self, task: TaskId, group: GroupId) {
         let before = cfg!(debug_assertions).then(|| self.inner_len());
         let inner = &mut self.inner;
@@ -96,6 +101,7 @@ impl Guarded {
         self.may_hold = true;
     }
 
+    #[inline(never)]
     pub(crate) fn pop(&mut self) -> Option<TaskId> {
         if let Some(task) = self.rescued.pop_front() {
             return Some(task);
@@ -129,15 +135,18 @@ impl Guarded {
         }
     }
 
+    #[inline(never)]
     pub(crate) fn len(&self) -> usize {
         self.rescued.len() + self.inner_len()
     }
 
     /// Whether the queue is known to hold no task (see the module docs).
+    #[inline(never)]
     pub(crate) fn is_empty(&self) -> bool {
         self.rescued.is_empty() && !self.may_hold
     }
 
+    #[inline(never)]
     pub(crate) fn wants_timing(&self) -> bool {
         let inner = &self.inner;
         self.sink
@@ -145,6 +154,7 @@ impl Guarded {
             .unwrap_or(false)
     }
 
+    #[inline(never)]
     pub(crate) fn polled(
         &mut self,
         task: TaskId,
@@ -157,6 +167,7 @@ impl Guarded {
             .check(call(|| inner.polled(task, group, elapsed, finished)));
     }
 
+    #[inline(never)]
     pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
         if let Some(i) = self.rescued.iter().position(|&t| t == task) {
             self.rescued.remove(i);
@@ -165,6 +176,7 @@ impl Guarded {
         self.sink.check(call(|| inner.forget(task, group)));
     }
 
+    #[inline(never)]
     pub(crate) fn group_ended(&mut self, group: GroupId) {
         let inner = &mut self.inner;
         self.sink.check(call(|| inner.group_ended(group)));

@@ -206,6 +206,13 @@ impl QueueScheduler {
         }
     }
 
+    /// A scheduler written outside the crate, whose ids the executor
+    /// checks.
+    #[inline]
+    pub(crate) fn is_custom(&self) -> bool {
+        matches!(self, QueueScheduler::Custom(_))
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             QueueScheduler::Fifo(_) => "RunnableFifo",
@@ -276,7 +283,7 @@ impl QueueScheduler {
     /// many: a batch from a `RunnableFifo` (its order is fixed at push
     /// time), one task from any other scheduler (whose choice may change
     /// with every push).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_next(&mut self, buf: &[Cell<TaskId>]) -> usize {
         match self {
             QueueScheduler::Fifo(f) => f.take_front(buf),

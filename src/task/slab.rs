@@ -34,7 +34,7 @@ use slab::Slab;
 use super::id::{GroupId, TaskId};
 use super::raw::{Finish, Header, JoinCell, OwnedTask, PollCode, RawTask};
 use super::state::{State, TransitionToScheduled};
-use crate::boundary::{self, PanicSink};
+use crate::boundary::{self, Payload};
 use crate::error::JoinError;
 use crate::executor::context;
 use crate::executor::inbox::Remote;
@@ -128,13 +128,10 @@ pub(crate) enum Polled {
     Pending(Next),
     /// The task ended; its record is in the caller's slot.
     Done,
-    /// The id names a live task that its queue's scheduler had no right to
-    /// hand out: a task of another queue, or one not pushed since it was
-    /// last popped. Nothing was polled.
-    Spurious(Spurious),
 }
 
-/// Why a scheduler's id was refused ([`Polled::Spurious`]).
+/// Why an id that a scheduler handed out names a live task that was not
+/// its to hand out ([`TaskSlab::check_handout`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Spurious {
     /// The task belongs to this other queue.
@@ -150,8 +147,43 @@ pub(crate) struct Done {
     pub(crate) finish: Finish,
     /// It ended by `abort()`.
     pub(crate) cancelled: bool,
-    /// The panic payload, when asked for (panic propagation).
-    pub(crate) panic: Option<Box<dyn Any + Send>>,
+    /// Panics for the panic policy, in order: the task's own payload when
+    /// asked for (panic propagation), then those of the user code that
+    /// ending the task ran (a delivery, the joiner's waker, the result's
+    /// destructor). Rare, so boxed: one word in the common case's record.
+    pub(crate) panics: Option<Panics>,
+}
+
+/// Panics kept for the panic policy ([`Done::panics`]): a box around the
+/// list, so that the record holds one word for it.
+#[allow(clippy::box_collection)]
+pub(crate) type Panics = Box<Vec<Payload>>;
+
+/// Keeps `payload` in `panics` for the panic policy.
+#[cold]
+fn keep(panics: &mut Option<Panics>, payload: Payload) {
+    panics.get_or_insert_with(Box::default).push(payload);
+}
+
+/// Keeps the panic of `result`, if any, in `panics`.
+#[inline(always)]
+fn check(panics: &mut Option<Panics>, result: Result<(), Payload>) {
+    if let Err(p) = result {
+        keep(panics, p);
+    }
+}
+
+impl Done {
+    /// The record with the panics caught while the task ended added.
+    #[cold]
+    #[inline(never)]
+    fn with(mut self, caught: Panics) -> Done {
+        match &mut self.panics {
+            Some(panics) => panics.extend(*caught),
+            None => self.panics = Some(caught),
+        }
+        self
+    }
 }
 
 /// What completing a task leaves to do once the slab is released.
@@ -170,11 +202,11 @@ struct Completion {
 impl Completion {
     /// Delivers a remote task's result, lets go of the entry (dropping the
     /// result of a detached task) and wakes the joiner. Must run with the
-    /// slab released: all may run user code, whose panics go to `sink`
-    /// (the task's own record is complete by then: its end is counted
-    /// whatever they do).
+    /// slab released: all may run user code, whose panics are caught into
+    /// the record (the task's own record is complete by then: its end is
+    /// counted whatever they do).
     #[inline(always)]
-    fn settle(self, sink: &PanicSink) -> Done {
+    fn settle(self) -> Done {
         // Taken apart first: moved as a whole, the record was built on the
         // stack and copied field by field (callgrind).
         let Completion {
@@ -184,21 +216,27 @@ impl Completion {
             joined,
             deliver,
         } = self;
+        // Kept apart from `done` (not written through a reference) so that
+        // the record stays in registers (callgrind).
+        let mut caught = None;
         if let Some(deliver) = deliver {
             let raw = entry.task.raw();
-            sink.check(boundary::call(move || deliver(raw)));
+            check(&mut caught, boundary::call(move || deliver(raw)));
         }
         // Before the wake: the joiner may drop its handle in there, and then
         // finds the handle the cell's last owner.
         if joined {
             entry.release_keep_stage();
         } else if let Some(p) = entry.release() {
-            sink.report(p);
+            keep(&mut caught, p);
         }
         if let Some(w) = join_waker {
-            sink.check(boundary::call(move || w.wake()));
+            check(&mut caught, boundary::call(move || w.wake()));
         }
-        done
+        match caught {
+            None => done,
+            Some(caught) => done.with(caught),
+        }
     }
 }
 
@@ -447,6 +485,24 @@ impl TaskSlab {
         entry
     }
 
+    /// Checks an id that queue `queue`'s scheduler handed out: `Some` when
+    /// it names a live task that was not the scheduler's to hand out (one
+    /// of another queue, or one not queued: an id returned twice or never
+    /// pushed). Ids of ended tasks pass: `poll_task` skips them.
+    pub(crate) fn check_handout(&self, id: TaskId, queue: usize) -> Option<Spurious> {
+        let e = self.get(id)?;
+        let st = e.state();
+        if st.is_complete() {
+            None
+        } else if e.queue() != queue {
+            Some(Spurious::OtherQueue(e.queue()))
+        } else if !st.is_queued() {
+            Some(Spurious::NotQueued)
+        } else {
+            None
+        }
+    }
+
     /// A wake of `id`: `Some((queue, group))` if the caller must push it now.
     pub(crate) fn wake(&mut self, id: TaskId) -> Option<(usize, GroupId)> {
         let e = self.get(id)?;
@@ -566,7 +622,7 @@ impl TaskSlab {
                 group,
                 finish,
                 cancelled,
-                panic,
+                panics: panic.map(|p| Box::new(vec![p])),
             },
             join_waker,
             entry: self.remove(id),
@@ -612,20 +668,18 @@ pub(crate) enum Next {
     Yield,
 }
 
-/// Polls task `id`, which queue `queue`'s scheduler handed out, once (or
-/// cancels it, if it was aborted while queued). The slab is not borrowed
-/// while the future runs. A task that yielded through `yield_now` comes
-/// back as [`Next::Yield`]. `second_site` picks the call site of the poll
-/// ([`RawTask::poll`]). When the task ends, its record goes to `done` and
-/// `Polled::Done` is returned; the panics of the user code that ending it
-/// runs (wakers, destructors) go to `sink`, and so does the task's own
-/// panic payload when the sink propagates.
+/// Polls task `id` once (or cancels it, if it was aborted while queued).
+/// The slab is not borrowed while the future runs. A task that yielded
+/// through `yield_now` comes back as [`Next::Yield`]. `second_site` picks
+/// the call site of the poll ([`RawTask::poll`]). When the task ends, its
+/// record goes to `done` and `Polled::Done` is returned; the record holds
+/// the task's panic payload when `take_panic` asks for it, and the panics
+/// of the user code that ending the task ran (wakers, destructors).
 #[inline(always)]
 pub(crate) fn poll_task(
     slab: &RefCell<TaskSlab>,
     id: TaskId,
-    queue: usize,
-    sink: &PanicSink,
+    take_panic: bool,
     second_site: bool,
     done: &mut Option<Done>,
 ) -> Polled {
@@ -640,8 +694,12 @@ pub(crate) fn poll_task(
         // the write leaves the entry alone, and would read it again.
         let raw = e.task.raw();
         let mut st = e.state();
-        if !st.is_queued() || e.queue() != queue {
-            return refused(st, e.queue(), queue);
+        if st.is_complete() || st.is_running() {
+            // Ended (a stale id a scheduler may keep after `forget`). The
+            // built-in schedulers hand out only queued tasks; the ids of a
+            // custom one are checked when it hands them out
+            // (`TaskSlab::check_handout`).
+            return Polled::Stale;
         }
         st.set_scheduled(false);
         st.set_running(true);
@@ -652,7 +710,7 @@ pub(crate) fn poll_task(
         // SAFETY: RUNNING is set (the entry stays, nothing else touches the
         // stage), the stage is Running (not COMPLETE), executor thread.
         let finish = unsafe { raw.cancel() };
-        return ended(slab, id, raw, finish, sink, true, done);
+        return ended(slab, id, raw, finish, take_panic, true, done);
     }
     context::begin_poll(raw.header_addr());
     // SAFETY: as above.
@@ -662,24 +720,9 @@ pub(crate) fn poll_task(
     // results meet here, and the compiler re-checks a byte turned into an
     // enum there (nine instructions per poll; callgrind).
     if code != PollCode::PENDING {
-        return ended(slab, id, raw, code.finish(), sink, false, done);
+        return ended(slab, id, raw, code.finish(), take_panic, false, done);
     }
-    settle_pending(slab, id, raw, yielded, sink, done)
-}
-
-/// Why a popped id was not polled: the task ended (a stale id, which a
-/// scheduler may hand out after `forget`), or it was not the scheduler's to
-/// hand out. Out of line: never reached with the built-in schedulers.
-#[cold]
-#[inline(never)]
-fn refused(st: State, its_queue: usize, queue: usize) -> Polled {
-    if st.is_complete() {
-        Polled::Stale
-    } else if its_queue != queue {
-        Polled::Spurious(Spurious::OtherQueue(its_queue))
-    } else {
-        Polled::Spurious(Spurious::NotQueued)
-    }
+    settle_pending(slab, id, raw, yielded, take_panic, done)
 }
 
 /// The end of [`poll_task`] for a task that ended (its poll returned
@@ -691,19 +734,19 @@ fn ended(
     id: TaskId,
     raw: RawTask,
     finish: Finish,
-    sink: &PanicSink,
+    take_panic: bool,
     cancelled: bool,
     done: &mut Option<Done>,
 ) -> Polled {
     let panic = match finish {
         // SAFETY: RUNNING is still set; the stage is Finished.
-        Finish::Panicked if sink.propagates() => unsafe { raw.take_panic() },
+        Finish::Panicked if take_panic => unsafe { raw.take_panic() },
         _ => None,
     };
     let c = slab
         .borrow_mut()
         .complete(id, raw, finish, panic, cancelled);
-    *done = Some(c.settle(sink));
+    *done = Some(c.settle());
     Polled::Done
 }
 
@@ -714,7 +757,7 @@ fn settle_pending(
     id: TaskId,
     raw: RawTask,
     yielded: bool,
-    sink: &PanicSink,
+    take_panic: bool,
     done: &mut Option<Done>,
 ) -> Polled {
     // SAFETY: RUNNING is still set, so the entry (and with it the slab's
@@ -727,7 +770,7 @@ fn settle_pending(
         // SAFETY: RUNNING is still set: the entry stays and nothing else
         // touches the stage; the stage is Running; executor thread.
         let f = unsafe { raw.cancel() };
-        return ended(slab, id, raw, f, sink, true, done);
+        return ended(slab, id, raw, f, take_panic, true, done);
     }
     st.set_running(false);
     let next = if st.is_notified() {
@@ -745,7 +788,7 @@ fn settle_pending(
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
-pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId, sink: &PanicSink) -> Option<Done> {
+pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> {
     let raw = {
         let s = slab.borrow();
         let e = s.get(id)?;
@@ -765,7 +808,7 @@ pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId, sink: &PanicSink
     // stage), the stage is Running (not COMPLETE), executor thread.
     let finish = unsafe { raw.cancel() };
     let c = slab.borrow_mut().complete(id, raw, finish, None, true);
-    Some(c.settle(sink))
+    Some(c.settle())
 }
 
 #[cfg(test)]
@@ -780,10 +823,7 @@ mod tests {
         // Complete it by hand through the harness.
         let cell = RefCell::new(s);
         let mut done = None;
-        assert_eq!(
-            poll_task(&cell, a, 0, &PanicSink::new(false), false, &mut done),
-            Polled::Done
-        );
+        assert_eq!(poll_task(&cell, a, false, false, &mut done), Polled::Done);
         assert!(done.is_some());
         let mut s = cell.into_inner();
         assert!(s.get(a).is_none());
@@ -814,9 +854,8 @@ mod tests {
             let (b, _) = s.insert(async { panic!("boom") }, 0, None);
             let (a, b) = (a.id(), b.id());
             let cell = RefCell::new(s);
-            let sink = PanicSink::new(true);
             let mut done = None;
-            let polled = poll_task(&cell, a, 0, &sink, second_site, &mut done);
+            let polled = poll_task(&cell, a, true, second_site, &mut done);
             assert_eq!(polled, Polled::Pending(Next::Wait));
             assert!(done.is_none());
             // Runnable again, as a wake would leave it.
@@ -824,16 +863,16 @@ mod tests {
                 .get(a)
                 .unwrap()
                 .update(|st| st.set_scheduled(true));
-            let polled = poll_task(&cell, a, 0, &sink, second_site, &mut done);
+            let polled = poll_task(&cell, a, true, second_site, &mut done);
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Output);
-            assert!(d.panic.is_none());
-            let polled = poll_task(&cell, b, 0, &sink, second_site, &mut done);
+            assert!(d.panics.is_none());
+            let polled = poll_task(&cell, b, true, second_site, &mut done);
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Panicked);
-            let payload = d.panic.expect("the payload, asked for");
+            let payload = d.panics.expect("the payload, asked for").pop().unwrap();
             assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
         }
     }
