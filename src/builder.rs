@@ -261,7 +261,9 @@ impl<K: QueueKey> Builder<K> {
 
     /// Time after which control returns to the host even if tasks are
     /// runnable, so its timers and I/O are serviced. Default
-    /// [`DEFAULT_HOST_YIELD_INTERVAL`] (200 us).
+    /// [`DEFAULT_HOST_YIELD_INTERVAL`] (200 us). A queue that needs its
+    /// I/O discovered sooner while it waits says so with
+    /// [`QueueSpec::latency`](crate::QueueSpec::latency).
     pub fn host_yield_interval(mut self, interval: Duration) -> Self {
         self.host_yield_interval = interval;
         self
@@ -365,6 +367,9 @@ impl<K: QueueKey> Builder<K> {
             }
             if let Some(s) = spec.slice {
                 check(s, "QueueSpec::slice")?;
+            }
+            if let Some(l) = spec.latency {
+                check(l, "QueueSpec::latency")?;
             }
             keys.push(key);
             specs.push((name, spec));

@@ -27,7 +27,10 @@
 //!
 //! With one runnable queue its slice does not end its run (the EEVDF pick
 //! would choose it again); the run still ends at the host-yield budget
-//! (`max_polls` polls or `host_yield_interval`, R8d).
+//! (`max_polls` polls or the turn's host interval, R8d). The host interval
+//! is the builder's `host_yield_interval`, or the shortest latency
+//! requirement (`QueueSpec::latency`) of a queue that waits for the host,
+//! computed at the start of the turn and again when such a queue departs.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -100,6 +103,10 @@ pub(crate) struct RunState {
     pub(crate) last_ns: Cell<u64>,
     pub(crate) run_start_ns: Cell<u64>,
     pub(crate) turn_start_ns: Cell<u64>,
+    /// The turn ends once this long has passed since its start: the
+    /// builder's host-yield interval, or the shortest latency requirement
+    /// of a waiting queue ([`Queues::host_interval_ns`]).
+    pub(crate) host_interval_ns: Cell<u64>,
     /// Polls before the next checkpoint (amortised mode); counted down by
     /// one per poll.
     pub(crate) countdown: Cell<u32>,
@@ -176,6 +183,7 @@ impl Core {
         };
         let r = &self.run;
         r.turn_start_ns.set(now);
+        self.update_host_interval();
         r.last_ns.set(now);
         r.polls_left.set(self.cfg.max_polls);
         r.turn_over.set(false);
@@ -202,6 +210,16 @@ impl Core {
                 return Turn::Busy;
             }
         }
+    }
+
+    /// Sets the turn's host-yield interval from the queues that wait now
+    /// ([`QueueSpec::latency`](crate::QueueSpec::latency)).
+    fn update_host_interval(&self) {
+        let interval = self
+            .queues
+            .borrow()
+            .host_interval_ns(self.cfg.host_yield_interval_ns);
+        self.run.host_interval_ns.set(interval);
     }
 
     /// Deferred yields of the previous turn become runnable.
@@ -465,6 +483,11 @@ impl Core {
             let empty = qs.list[q].sched.ran_dry(drained);
             if empty && qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
+                if qs.list[q].latency_ns.is_some() {
+                    // A latency-sensitive queue now waits for the host.
+                    drop(qs);
+                    self.update_host_interval();
+                }
             }
         }
         // RUN_TO_PARITY protects the request the queue was picked with,
@@ -528,7 +551,7 @@ impl Core {
                 };
             }
         }
-        if now.saturating_sub(r.turn_start_ns.get()) >= self.cfg.host_yield_interval_ns {
+        if now.saturating_sub(r.turn_start_ns.get()) >= r.host_interval_ns.get() {
             r.turn_over.set(true);
         }
         if r.preempt_at.get().is_some_and(|at| now >= at) {
@@ -567,7 +590,7 @@ impl Core {
         }
         let qs = self.queues.borrow();
         let elapsed = r.last_ns.get().saturating_sub(r.turn_start_ns.get());
-        let mut left = self.cfg.host_yield_interval_ns.saturating_sub(elapsed);
+        let mut left = r.host_interval_ns.get().saturating_sub(elapsed);
         if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
             left = left.min(qs.eevdf.slice_left_ns(q));
         }

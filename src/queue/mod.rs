@@ -47,6 +47,7 @@ pub struct QueueSpec {
     pub(crate) shares: u32,
     pub(crate) scheduler: QueueScheduler,
     pub(crate) slice: Option<Duration>,
+    pub(crate) latency: Option<Duration>,
 }
 
 impl QueueSpec {
@@ -60,6 +61,7 @@ impl QueueSpec {
             shares,
             scheduler: QueueScheduler::Fifo(RunnableFifo::new()),
             slice: None,
+            latency: None,
         }
     }
 
@@ -77,6 +79,43 @@ impl QueueSpec {
         self.slice = Some(slice);
         self
     }
+
+    /// This queue's latency requirement for the host's I/O and timers
+    /// (glommio's `Latency::Matters`): while the queue has no runnable task
+    /// (its tasks wait for a socket, a timer or another wake from the host),
+    /// the executor returns to its host at least every `latency`, so that a
+    /// readiness the host discovers for it is seen within about `latency`
+    /// plus the poll in flight. Once the queue is runnable, EEVDF decides
+    /// when it runs (a queue with more shares preempts at the next poll
+    /// boundary).
+    ///
+    /// Without it, a waiting queue's I/O is discovered at the builder's
+    /// [`host_yield_interval`](crate::Builder::host_yield_interval)
+    /// (200 us by default) while other queues keep the thread busy. Set it
+    /// on the queue that serves requests, not on background queues: each
+    /// host turn is a poll of the host's driver (an `epoll_wait` with a
+    /// zero timeout under tokio), which background work pays for only
+    /// while a latency-sensitive queue waits; raise the builder's interval
+    /// to give background work fewer host turns the rest of the time. It
+    /// only matters nested in a host runtime
+    /// ([`run_until`](crate::Executor::run_until)); it must be between
+    /// 1 us and 1 s.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tourbillon::{Builder, QueueSpec};
+    ///
+    /// let ex = Builder::new()
+    ///     .queue_with("requests", QueueSpec::new(99).latency(Duration::from_micros(50)))
+    ///     .queue("compaction", 1)
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = ex;
+    /// ```
+    pub fn latency(mut self, latency: Duration) -> Self {
+        self.latency = Some(latency);
+        self
+    }
 }
 
 impl std::fmt::Debug for QueueSpec {
@@ -85,6 +124,7 @@ impl std::fmt::Debug for QueueSpec {
             .field("shares", &self.shares)
             .field("scheduler", &self.scheduler.kind())
             .field("slice", &self.slice)
+            .field("latency", &self.latency)
             .finish()
     }
 }
@@ -100,6 +140,8 @@ pub(crate) struct QueueState {
     pub(crate) poll_cost_ns: u64,
     /// Waiting for EEVDF placement at the next boundary.
     pub(crate) activation_pending: bool,
+    /// [`QueueSpec::latency`], ns.
+    pub(crate) latency_ns: Option<u64>,
 }
 
 /// Every queue of an executor plus the EEVDF table, indexed alike.
@@ -108,6 +150,8 @@ pub(crate) struct Queues {
     pub(crate) eevdf: Eevdf,
     /// Queues that went from empty to non-empty since the last boundary.
     pub(crate) pending: Vec<usize>,
+    /// Whether any queue has a latency requirement ([`QueueSpec::latency`]).
+    pub(crate) any_latency: bool,
 }
 
 impl Queues {
@@ -130,13 +174,31 @@ impl Queues {
                 counters: QueueCounters::default(),
                 poll_cost_ns: 0,
                 activation_pending: false,
+                latency_ns: spec.latency.map(duration_ns),
             });
         }
         Self {
+            any_latency: list.iter().any(|q| q.latency_ns.is_some()),
             list,
             eevdf: Eevdf::new(ents),
             pending: Vec::new(),
         }
+    }
+
+    /// The host-yield interval while the queues stand as they are: the
+    /// shortest latency requirement of a queue that waits (is not
+    /// runnable), or `default` (the builder's interval) if shorter or if
+    /// none waits.
+    pub(crate) fn host_interval_ns(&self, default: u64) -> u64 {
+        if !self.any_latency {
+            return default;
+        }
+        self.list
+            .iter()
+            .zip(&self.eevdf.ents)
+            .filter(|(_, e)| !e.runnable)
+            .filter_map(|(q, _)| q.latency_ns)
+            .fold(default, u64::min)
     }
 
     /// Pushes a runnable task; returns `true` if its queue just became
