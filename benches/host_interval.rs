@@ -17,11 +17,12 @@
 //! with 1,000 of them, the interval, not the 61-poll cap, ends the turns
 //! (61 polls of 5 us are 305 us).
 //!
-//! Systems: `host_yield_interval` 500 us (the default until the tenth
-//! session), 200 us (the default since) and 100 us; a new runtime and
-//! executor per round, alternated round by round (`--rounds`, default 7),
-//! pinned to CPU 1. Prints polls per second (median, min, max), turns per
-//! second, and the ratio of medians to 500 us.
+//! Systems: `host_yield_interval` 500 us, 200 us (the default), 100 us and
+//! 50 us (the turns a queue with `QueueSpec::latency(50 us)` asks for while
+//! it waits); a new runtime and executor per round, alternated round by
+//! round (`--rounds`, default 7), pinned to CPU 1. Prints polls per
+//! second (median, min, max), turns per second, and the ratio of medians
+//! to 500 us.
 //!
 //! Usage: `cargo bench --bench host_interval [-- --rounds N --secs S
 //! --poll-us N --quick --no-pin]`.
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 use tourbillon::{yield_now, Builder};
 
 /// Host-yield intervals compared, us.
-const INTERVALS_US: [u64; 3] = [500, 200, 100];
+const INTERVALS_US: [u64; 4] = [500, 200, 100, 50];
 /// Tasks in the queue.
 const TASKS: usize = 1_000;
 
