@@ -1,6 +1,7 @@
 //! The executor nested in a host runtime with `Executor::run_until`: tokio's
 //! `current_thread` runtime (timers, TCP over loopback), tokio's `LocalSet`,
-//! and `futures::executor` for a runtime-agnostic host.
+//! and `futures::executor` for a runtime-agnostic host; and what a task that
+//! uses a tokio timer or socket under plain `block_on`, with no reactor, gets.
 //!
 //! Timing is never asserted: sleeps are a few milliseconds and only the
 //! completion and the order of events are checked. The tests of the order
@@ -641,4 +642,95 @@ fn outer_yield_survives_an_inner_run_in_the_same_poll() {
     assert_eq!(out, 20 * 3 * 2);
     assert_eq!(inner.stats().live_tasks, 0);
     assert_eq!(outer.stats().live_tasks, 0);
+}
+
+// ------------------------------------------ (f) block_on alone has no reactor
+
+/// The panic message of a task's `JoinError`, which must be a `String`.
+fn panic_string(err: tourbillon::JoinError) -> String {
+    let payload = err.into_panic();
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => panic!("payload is not a String: {:?}", p.downcast_ref::<&str>()),
+    }
+}
+
+/// A task that sleeps on tokio's timer under plain `block_on` (no tokio
+/// runtime entered): tokio panics with "no reactor running", and the
+/// task's `JoinError` carries a `String` that says to nest the executor
+/// with `run_until` in a tokio runtime, followed by tokio's message.
+#[test]
+fn tokio_timer_under_block_on_names_run_until() {
+    let ex = executor();
+    let err = ex.block_on(async {
+        ex.spawn(Q::Fg, async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        })
+        .unwrap()
+        .await
+        .unwrap_err()
+    });
+    assert!(err.is_panic());
+    let shown = err.to_string();
+    assert!(shown.contains("run_until"), "{shown}");
+    let msg = panic_string(err);
+    assert!(msg.starts_with("tourbillon: "), "{msg}");
+    assert!(msg.contains("Executor::block_on has no reactor"), "{msg}");
+    assert!(msg.contains("rt.block_on(ex.run_until(fut))"), "{msg}");
+    // tokio's own message is kept at the end.
+    assert!(
+        msg.ends_with(
+            "there is no reactor running, must be called from the context of a Tokio 1.x runtime"
+        ),
+        "{msg}"
+    );
+    assert_eq!(ex.stats().live_tasks, 0);
+}
+
+/// The same for a tokio socket: registering a listener with tokio's
+/// reactor under plain `block_on`.
+#[test]
+fn tokio_socket_under_block_on_names_run_until() {
+    let ex = executor();
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let err = ex.block_on(async {
+        ex.spawn(Q::Bg, async move {
+            let listener = TcpListener::from_std(std_listener).unwrap();
+            listener.local_addr().unwrap()
+        })
+        .unwrap()
+        .await
+        .unwrap_err()
+    });
+    let msg = panic_string(err);
+    assert!(msg.starts_with("tourbillon: "), "{msg}");
+    assert!(msg.contains("run_until"), "{msg}");
+    assert!(msg.contains("no reactor running"), "{msg}");
+}
+
+/// Any other panic keeps its payload as it is (a `&str` stays a `&str`),
+/// and the same tokio timer works once the executor runs in a tokio
+/// runtime with `run_until`.
+#[test]
+fn other_panics_unchanged_and_run_until_fixes_it() {
+    let ex = executor();
+    let err = ex.block_on(async {
+        ex.spawn(Q::Fg, async { panic!("boom") })
+            .unwrap()
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(err.into_panic().downcast_ref::<&str>(), Some(&"boom"));
+
+    let slept = tokio_rt_paused().block_on(ex.run_until(async {
+        ex.spawn(Q::Fg, async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            "slept"
+        })
+        .unwrap()
+        .await
+        .unwrap()
+    }));
+    assert_eq!(slept, "slept");
 }

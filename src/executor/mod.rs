@@ -187,6 +187,17 @@ impl<K: QueueKey> Executor<K> {
     /// task: it belongs to no queue. When no task is runnable the thread
     /// parks (no CPU) until a wake, from this thread or another.
     ///
+    /// `block_on` has no reactor: it runs CPU-bound work and futures woken
+    /// by tourbillon itself, other tasks or other threads (channels, join
+    /// handles, [`yield_now`](crate::yield_now)), but no timer or socket of
+    /// any runtime. For those, nest the executor in the runtime that owns
+    /// them with [`run_until`](Executor::run_until): tokio's or monoio's
+    /// `rt.block_on(ex.run_until(fut))`, or async-io's
+    /// `async_io::block_on(ex.run_until(fut))`. A tokio timer or
+    /// socket used in a task under `block_on` panics in tokio ("there is no
+    /// reactor running"); the task's [`JoinError`](crate::JoinError) then
+    /// carries a message that says to use `run_until` in a tokio runtime.
+    ///
     /// # Panics
     /// If called from inside one of this executor's tasks (a task cannot
     /// block the thread that runs it); when `future` itself panics; with
