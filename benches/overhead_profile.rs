@@ -20,6 +20,12 @@
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
 //! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
 //!
+//! `nested R N` runs the headline workload nested in tokio: R rounds
+//! (default 1) of `N` tasks (default 50,000), each on a new executor in a
+//! new `current_thread` runtime, `rt.block_on(ex.run_until(..))` (collect
+//! with `--toggle-collect=overhead_profile::workload_nested`; with
+//! `--features tokio`, it counts what a budget per task poll costs).
+//!
 //! `tokio R N` runs the headline workload on tokio's `LocalSet` as
 //! `benches/overhead.rs` does (a new `current_thread` runtime per round,
 //! `spawn_local`, `tokio::task::yield_now`; without its 1,000 warm-up
@@ -105,6 +111,33 @@ fn spawn_empty(ex: &tourbillon::Executor<u8>, tasks: usize) {
     });
 }
 
+/// The headline workload nested in tokio (`nested R N`), one round on a
+/// new runtime and a new executor.
+#[inline(never)]
+fn workload_nested(tasks: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+    let q = ex.queue(0).unwrap();
+    rt.block_on(ex.run_until(async {
+        let hs: Vec<_> = (0..tasks)
+            .map(|i| {
+                q.spawn(async move {
+                    for _ in 0..5 {
+                        tourbillon::yield_now().await;
+                    }
+                    i
+                })
+                .unwrap()
+            })
+            .collect();
+        for h in hs {
+            black_box(h.await.unwrap());
+        }
+    }));
+}
+
 /// The headline workload on tokio's `LocalSet`, one round on a new
 /// runtime (`tokio R N`).
 #[inline(never)]
@@ -185,6 +218,14 @@ fn main() {
     let nth = |i: usize| positional.get(i - 1).copied();
     if nth(1) == Some("pingpong-tokio") {
         pingpong_tokio(nth(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
+        return;
+    }
+    if nth(1) == Some("nested") {
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let tasks: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(TASKS);
+        for _ in 0..rounds {
+            workload_nested(tasks);
+        }
         return;
     }
     if nth(1) == Some("tokio") {

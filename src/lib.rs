@@ -4,6 +4,8 @@
 
 mod boundary;
 mod builder;
+#[cfg(feature = "tokio")]
+mod coop;
 mod error;
 mod executor;
 mod join;

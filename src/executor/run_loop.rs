@@ -355,7 +355,17 @@ impl Core {
                 tracing::trace_span!("poll", queue = q, task = %id).entered()
             });
             let site = r.second_site.get();
+            // Nested (`defer_yields` is `self.nested`): tokio's budget for
+            // this poll alone (`crate::coop`).
+            #[cfg(feature = "tokio")]
+            let budget = if defer_yields {
+                crate::coop::task_budget()
+            } else {
+                None
+            };
             let polled = poll_task(&self.tasks, id, propagate, site, &mut done);
+            #[cfg(feature = "tokio")]
+            drop(budget);
             #[cfg(feature = "tracing")]
             drop(poll_span);
             if let Polled::Stale = polled {
