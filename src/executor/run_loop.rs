@@ -729,7 +729,7 @@ impl Core {
         }
         drop(qs);
         if let Some(p) = panic {
-            self.panics.report(p);
+            self.panics.report_task(p);
         }
     }
 

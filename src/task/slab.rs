@@ -764,7 +764,14 @@ pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId, sink: &PanicSink
     // SAFETY: RUNNING is set (the entry stays, nothing else touches the
     // stage), the stage is Running (not COMPLETE), executor thread.
     let finish = unsafe { raw.cancel() };
-    let c = slab.borrow_mut().complete(id, raw, finish, None, true);
+    // The destructor's panic is the task's: taken for `Propagate`, as in
+    // `ended`.
+    let panic = match finish {
+        // SAFETY: RUNNING is still set; the stage is Panicked.
+        Finish::Panicked if sink.propagates() => unsafe { raw.take_panic() },
+        _ => None,
+    };
+    let c = slab.borrow_mut().complete(id, raw, finish, panic, true);
     Some(c.settle(sink))
 }
 
