@@ -17,7 +17,9 @@
 //!
 //! * a task's own poll or destructor: the task ends as panicked, and its
 //!   join handle reads the payload (`Catch`), or the payload resumes out of
-//!   the driver once the task is settled (`Propagate`);
+//!   the driver once the task is settled (`Propagate`: every task's panic,
+//!   one per driver call, in the order the tasks ended; none is dropped
+//!   for another panic that waits);
 //! * anything else: the call's effect is replaced by a safe default (a
 //!   clock read by the last reading, a scheduler `push` by the executor's
 //!   own rescue list, a waker's wake by nothing), the payload is dropped and
@@ -38,6 +40,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// A panic payload.
@@ -79,10 +82,14 @@ pub(crate) fn drop_payload(payload: Payload) {
 pub(crate) struct PanicSink {
     /// `PanicPolicy::Propagate`.
     propagate: bool,
-    /// A panic to resume out of the driver.
+    /// A panic of user code other than a task to resume out of the driver.
     held: RefCell<Option<Payload>>,
-    /// `held` is `Some` (read after every task that ends: one load).
-    holding: Cell<bool>,
+    /// Tasks' panics to resume out of the driver (`Propagate`), before
+    /// `held`, one at a time.
+    tasks: RefCell<VecDeque<Payload>>,
+    /// `held` or `tasks` holds a panic (read after every task that ends:
+    /// one load).
+    waiting: Cell<bool>,
     /// Panics of user code caught and dropped.
     caught: Cell<u64>,
     /// Scheduler contract violations seen.
@@ -103,14 +110,24 @@ impl PanicSink {
     }
 
     /// A panic of user code, caught: kept for the driver under
-    /// `Propagate` (the first one), else dropped and counted.
+    /// `Propagate` (the first one while none waits), else dropped and
+    /// counted.
     pub(crate) fn report(&self, payload: Payload) {
-        if self.propagate && !self.holding.get() {
-            self.hold(payload);
+        if self.propagate && self.held.borrow().is_none() {
+            *self.held.borrow_mut() = Some(payload);
+            self.waiting.set(true);
             return;
         }
         self.caught.set(self.caught.get() + 1);
         drop_payload(payload);
+    }
+
+    /// A task's panic, taken for `Propagate`: it waits to resume out of the
+    /// driver, whatever else waits.
+    pub(crate) fn report_task(&self, payload: Payload) {
+        debug_assert!(self.propagate, "under Catch the join handle reads it");
+        self.tasks.borrow_mut().push_back(payload);
+        self.waiting.set(true);
     }
 
     /// [`report`](Self::report) of the panic of `result`, if any.
@@ -134,8 +151,8 @@ impl PanicSink {
                 "tourbillon: scheduler contract broken: {}",
                 message()
             ));
-            let old = self.held.borrow_mut().take();
-            self.hold(payload);
+            let old = self.held.borrow_mut().replace(payload);
+            self.waiting.set(true);
             if let Some(old) = old {
                 self.caught.set(self.caught.get() + 1);
                 drop_payload(old);
@@ -143,36 +160,37 @@ impl PanicSink {
         }
     }
 
-    fn hold(&self, payload: Payload) {
-        *self.held.borrow_mut() = Some(payload);
-        self.holding.set(true);
-    }
-
+    /// Takes the next waiting panic: the first task's, else the held one.
     fn take(&self) -> Option<Payload> {
-        self.holding.set(false);
-        self.held.borrow_mut().take()
+        let task = self.tasks.borrow_mut().pop_front();
+        let next = task.or_else(|| self.held.borrow_mut().take());
+        self.waiting
+            .set(self.held.borrow().is_some() || !self.tasks.borrow().is_empty());
+        next
     }
 
     /// Whether a panic waits to resume out of the driver.
     #[inline]
     pub(crate) fn holds(&self) -> bool {
-        self.holding.get()
+        self.waiting.get()
     }
 
-    /// Resumes the held panic, if any (the drivers call it where no state
-    /// of the executor is left half-done).
+    /// Resumes one waiting panic, if any: the first task's, else the held
+    /// one (the drivers call it where no state of the executor is left
+    /// half-done).
     #[inline]
     pub(crate) fn rethrow(&self) {
-        if self.holding.get() {
+        if self.waiting.get() {
             if let Some(p) = self.take() {
                 resume_unwind(p);
             }
         }
     }
 
-    /// Drops a held panic (shutdown: nothing may unwind out of a drop).
+    /// Drops every waiting panic (shutdown: nothing may unwind out of a
+    /// drop).
     pub(crate) fn discard(&self) {
-        if let Some(p) = self.take() {
+        while let Some(p) = self.take() {
             self.caught.set(self.caught.get() + 1);
             drop_payload(p);
         }
@@ -220,6 +238,27 @@ mod tests {
         assert_eq!(sink.caught(), 1);
         let p = call(|| sink.rethrow()).unwrap_err();
         assert_eq!(p.downcast_ref::<u8>(), Some(&1));
+        assert!(!sink.holds());
+    }
+
+    #[test]
+    fn propagate_resumes_every_task_panic_once() {
+        let sink = PanicSink::new(true);
+        sink.report(Box::new(1u8));
+        sink.report_task(Box::new(2u8));
+        sink.report_task(Box::new(3u8));
+        sink.report(Box::new(4u8));
+        assert_eq!(sink.caught(), 1, "the second non-task panic");
+        for want in [2u8, 3, 1] {
+            let p = call(|| sink.rethrow()).unwrap_err();
+            assert_eq!(p.downcast_ref::<u8>(), Some(&want));
+        }
+        assert!(!sink.holds());
+        sink.rethrow();
+        sink.report_task(Box::new(5u8));
+        sink.report(Box::new(6u8));
+        sink.discard();
+        assert_eq!(sink.caught(), 3);
         assert!(!sink.holds());
     }
 }

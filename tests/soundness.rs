@@ -655,3 +655,224 @@ fn f7c_scheduler_whose_len_is_always_zero() {
     };
     assert_eq!(out.unwrap(), 3);
 }
+
+/// A pending future whose destructor panics with `"the destructor"`.
+struct PendingPanicOnDrop;
+
+impl Future for PendingPanicOnDrop {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+impl Drop for PendingPanicOnDrop {
+    fn drop(&mut self) {
+        panic!("the destructor");
+    }
+}
+
+/// Runs `ex` until stalled under `Propagate`: the message of the panic
+/// that resumed, or `None` if it returned normally.
+fn resumed<K: tourbillon::QueueKey>(ex: &tourbillon::Executor<K>) -> Option<String> {
+    catch_unwind(AssertUnwindSafe(|| ex.run_until_stalled()))
+        .err()
+        .map(|p| message(&*p))
+}
+
+/// Finding 8a (fault injection in `tests/api_model`): under `Propagate`,
+/// an idle task aborted while its future's destructor panics ends panicked,
+/// and that panic, the task's own, resumes out of the driver once (the
+/// join handle reads the placeholder), as a panic of its poll does.
+#[test]
+fn f8a_propagate_resumes_the_panic_of_an_aborted_tasks_destructor() {
+    let ex = Builder::new()
+        .queue("q", 1)
+        .panic_policy(PanicPolicy::Propagate)
+        .build()
+        .unwrap();
+    let h = ex.spawn("q", PendingPanicOnDrop).unwrap();
+    assert_eq!(resumed(&ex), None);
+    h.abort();
+    assert_eq!(resumed(&ex).as_deref(), Some("the destructor"));
+    assert_eq!(resumed(&ex), None, "resumed once");
+    let st = ex.stats();
+    assert_eq!(st.queues[0].panicked, 1);
+    assert_eq!(st.caught_panics, 0);
+    let err = ex.block_on(h).unwrap_err();
+    assert!(err.is_panic());
+    assert!(message(&*err.into_panic()).contains("PanicPolicy::Propagate"));
+}
+
+/// Finding 8b (fault injection in `tests/api_model`): under `Propagate`,
+/// every task's panic resumes out of a driver once, one per call, also
+/// when another panic waits: the panic of the joiner's waker, woken when
+/// the task ended (before the task's own panic reached the sink), and the
+/// panics of two aborted tasks' destructors, taken at one poll boundary.
+/// Only the panics of other user code beyond the first that waits are
+/// dropped and counted.
+#[test]
+fn f8b_propagate_resumes_every_task_panic_once() {
+    let ex = Builder::new()
+        .queue("q", 1)
+        .panic_policy(PanicPolicy::Propagate)
+        .build()
+        .unwrap();
+    let mut h = ex.spawn("q", async { panic!("the task") }).unwrap();
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    assert!(Pin::new(&mut h)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    assert_eq!(resumed(&ex).as_deref(), Some("the task"));
+    assert_eq!(resumed(&ex).as_deref(), Some("a joiner's waker"));
+    assert_eq!(resumed(&ex), None);
+    assert_eq!(ex.stats().caught_panics, 0);
+    drop(h);
+
+    let a = ex.spawn("q", PendingPanicOnDrop).unwrap();
+    let b = ex.spawn("q", PendingPanicOnDrop).unwrap();
+    assert_eq!(resumed(&ex), None);
+    a.abort();
+    b.abort();
+    assert_eq!(resumed(&ex).as_deref(), Some("the destructor"));
+    assert_eq!(resumed(&ex).as_deref(), Some("the destructor"));
+    assert_eq!(resumed(&ex), None);
+    let st = ex.stats();
+    assert_eq!(st.queues[0].panicked, 3);
+    assert_eq!(st.caught_panics, 0);
+    assert!(a.is_finished() && b.is_finished());
+}
+
+/// A FIFO whose `len` panics on one chosen call.
+struct FlakyLen {
+    ids: std::collections::VecDeque<TaskId>,
+    calls: Rc<Cell<u32>>,
+    fail_at: u32,
+}
+
+impl Scheduler for FlakyLen {
+    fn push(&mut self, task: TaskId, _group: GroupId) {
+        self.ids.push_back(task);
+    }
+    fn pop(&mut self) -> Option<TaskId> {
+        self.ids.pop_front()
+    }
+    fn len(&self) -> usize {
+        let n = self.calls.get() + 1;
+        self.calls.set(n);
+        if n == self.fail_at {
+            panic!("a scheduler's len");
+        }
+        self.ids.len()
+    }
+}
+
+/// Finding 8c (fault injection in `tests/api_model`): a `len` that panics
+/// is a panic of user code, caught and counted, not a wrong length: debug
+/// builds, which check `len` around every `push` and `pop`, report no
+/// contract violation for it (one would resume out of the driver even
+/// under `Catch`). Whichever call panics.
+#[test]
+fn f8c_a_panicking_len_is_not_a_contract_violation() {
+    for fail_at in 1.. {
+        let calls = Rc::new(Cell::new(0));
+        let ex = Builder::new()
+            .queue_with(
+                "q",
+                QueueSpec::new(1).scheduler(FlakyLen {
+                    ids: Default::default(),
+                    calls: calls.clone(),
+                    fail_at,
+                }),
+            )
+            .build()
+            .unwrap();
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                ex.spawn("q", async move {
+                    yield_now().await;
+                    i
+                })
+                .unwrap()
+            })
+            .collect();
+        let run = catch_unwind(AssertUnwindSafe(|| ex.run_until_stalled()));
+        assert!(run.is_ok(), "fail_at {fail_at}: a panic left the driver");
+        let st = ex.stats();
+        assert_eq!(st.scheduler_violations, 0, "fail_at {fail_at}");
+        for (i, h) in handles.into_iter().enumerate() {
+            assert_eq!(ex.block_on(h).unwrap(), i, "fail_at {fail_at}");
+        }
+        if calls.get() < fail_at {
+            // Every call of the workload was tried (release builds call
+            // `len` only for statistics).
+            assert_eq!(st.caught_panics, 0);
+            break;
+        }
+        assert_eq!(st.caught_panics, 1, "fail_at {fail_at}");
+    }
+}
+
+/// Finding 8d (fault injection in `tests/api_model`): a remote spawn
+/// aborted before the executor started it, whose future's destructor
+/// panics and whose handle was polled with a waker whose `wake` panics.
+/// The two are separate calls into user code: the second ran while the
+/// first unwound, and a panic while unwinding aborted the process. Now
+/// both are caught and counted, at the poll boundary that takes the op and
+/// when the executor is dropped with the op still in its inbox.
+#[test]
+fn f8d_remote_spawn_dropped_unstarted_with_panicking_destructor_and_waker() {
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ex = Builder::new().queue("q", 1).build().unwrap();
+    let mut aborted = ex
+        .remote_spawner()
+        .spawn("q", SendPanicOnDrop(drops.clone()))
+        .unwrap();
+    assert!(Pin::new(&mut aborted)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    aborted.abort();
+    ex.run_until_stalled();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(ex.stats().caught_panics, 2);
+    assert!(ex.block_on(aborted).unwrap_err().is_cancelled());
+
+    let mut queued = ex
+        .remote_spawner()
+        .spawn("q", SendPanicOnDrop(drops.clone()))
+        .unwrap();
+    assert!(Pin::new(&mut queued)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    drop(ex);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    assert!(queued.is_finished());
+    let ex2 = Builder::new().queue("q", 1).build().unwrap();
+    assert!(ex2.block_on(queued).unwrap_err().is_cancelled());
+}
+
+/// Finding 8e (fault injection in `tests/api_model`): a remote task's
+/// output whose destructor panics, delivered to a handle that was polled
+/// with a waker whose `wake` panics and then dropped. The delivery dropped
+/// the output (nobody reads it) while the wake unwound, and the process
+/// aborted. Now the slot is let go before the wake: the output's panic is
+/// caught and counted, and the waker is dropped unwoken.
+#[test]
+fn f8e_remote_output_dropped_by_the_delivery_and_a_panicking_waker() {
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    let ex = Builder::new().queue("q", 1).build().unwrap();
+    let mut h = ex
+        .remote_spawner()
+        .spawn("q", async { PanicOnDrop("a remote output's destructor") })
+        .unwrap();
+    assert!(Pin::new(&mut h)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    drop(h);
+    ex.run_until_stalled();
+    let st = ex.stats();
+    assert_eq!(st.queues[0].completed, 1);
+    assert_eq!(st.caught_panics, 1);
+    assert_eq!(st.live_tasks, 0);
+}

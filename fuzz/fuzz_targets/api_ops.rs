@@ -1,9 +1,14 @@
 //! Fuzz target: the fuzz input is decoded into an executor configuration
-//! and a sequence of API operations, run by the same interpreter as
+//! (queue shares, run options, panic policy, the custom scheduler's kind
+//! and place) and a sequence of API operations with injected faults
+//! (futures, outputs and panic payloads whose destructors panic, join
+//! handle wakers whose `wake` panics, a clock and custom schedulers armed
+//! to panic at a chosen call), run by the same interpreter as
 //! `tests/api_prop.rs` (`tests/api_model/mod.rs`), with the same
 //! invariants; a violation panics (a crash for libFuzzer), as does any
-//! panic out of the executor itself. ASan (cargo-fuzz's default) checks the
-//! memory accesses of the unsafe code on the way.
+//! panic out of the executor itself that the model did not inject, and a
+//! panic while unwinding aborts (a crash too). ASan (cargo-fuzz's default)
+//! checks the memory accesses of the unsafe code on the way.
 //!
 //! Run: `cargo +nightly fuzz run api_ops -- -max_total_time=60`.
 #![no_main]
@@ -13,7 +18,10 @@ use libfuzzer_sys::fuzz_target;
 #[path = "../../tests/api_model/mod.rs"]
 mod api_model;
 
-use api_model::{run_case, Config, Op, Step, GATES, MAX_STEPS, QUEUES, VIAS};
+use api_model::{
+    run_case, Config, Faults, Op, Step, GATES, MAX_STEPS, QUEUES, SCHED_METHODS, VIAS,
+};
+use tourbillon::PanicPolicy;
 
 /// Longest op sequence decoded from one input.
 const MAX_OPS: usize = 64;
@@ -25,6 +33,16 @@ impl Input<'_> {
         let (&b, rest) = self.0.split_first()?;
         self.0 = rest;
         Some(b)
+    }
+
+    /// The faults of a task, from a byte's bits 0 to 2 (future, output,
+    /// payload destructors), if its bit 3 says so.
+    fn faults(b: u8) -> Faults {
+        if b & 8 != 0 {
+            Faults::from_bits(b)
+        } else {
+            Faults::NONE
+        }
     }
 
     /// A queue key: mostly a declared one, 1 in 16 the undeclared key.
@@ -62,6 +80,7 @@ impl Input<'_> {
             *s = 1 + (self.byte()? % 100) as u32;
         }
         let f = self.byte()?;
+        let g = self.byte()?;
         Some(Config {
             shares,
             max_polls: 1 + (f & 7) as u32,
@@ -70,11 +89,18 @@ impl Input<'_> {
             latency: f & 32 != 0,
             stall_detector: f & 64 != 0,
             drain: f & 128 == 0,
+            policy: if g & 1 == 0 {
+                PanicPolicy::Catch
+            } else {
+                PanicPolicy::Propagate
+            },
+            custom_lifo: g & 2 != 0,
+            custom_on_0: g & 4 != 0,
         })
     }
 
     fn op(&mut self) -> Option<Op> {
-        Some(match self.byte()? % 16 {
+        Some(match self.byte()? % 20 {
             0..=2 => {
                 let via = VIAS[self.byte()? as usize % VIAS.len()];
                 let queue = self.queue()?;
@@ -87,9 +113,10 @@ impl Input<'_> {
                     steps: self.steps()?,
                     panic: flags % 8 == 0,
                     keep: flags & 8 == 0,
+                    faults: Self::faults(flags >> 4),
                 }
             }
-            3 => {
+            3 | 19 => {
                 let queue = self.queue()?;
                 let flags = self.byte()?;
                 Op::RemoteSpawn {
@@ -98,6 +125,7 @@ impl Input<'_> {
                     steps: self.steps()?,
                     panic: flags & 3 == 0,
                     from_thread: flags & 8 != 0,
+                    faults: Self::faults(self.byte()?),
                 }
             }
             4 | 5 => {
@@ -138,7 +166,15 @@ impl Input<'_> {
                 };
                 Op::SetShares { queue, shares }
             }
-            _ => Op::Advance(1 + self.byte()? as u16),
+            15 => Op::Advance(1 + self.byte()? as u16),
+            16 => Op::PollWaker {
+                handle: self.byte()?,
+            },
+            17 => Op::ArmClock(1 + self.byte()? % 64),
+            _ => Op::ArmScheduler {
+                method: SCHED_METHODS[self.byte()? as usize % SCHED_METHODS.len()],
+                n: 1 + self.byte()? % 16,
+            },
         })
     }
 }

@@ -14,7 +14,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::clock::Clock;
-use super::inbox::Remote;
+use super::inbox::{Remote, RemoteOp};
 use super::run_loop::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::builder::{Config, StallReport};
@@ -389,10 +389,13 @@ impl Core {
         if self.shutdown.replace(true) {
             return;
         }
-        // Spawn ops that never ran: dropped here, one by one (a future's
-        // destructor may panic), their join handles read Cancelled.
+        // Spawn ops that never ran: run now, each sees the shutdown and
+        // drops its future, then its delivery (its join handle reads
+        // Cancelled), each behind a boundary of its own (either may panic).
         for op in self.remote.close() {
-            self.drop_quietly(op);
+            if let RemoteOp::Spawn(spawn) = op {
+                self.panics.check(boundary::call(|| spawn(self)));
+            }
         }
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();

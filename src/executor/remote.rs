@@ -27,6 +27,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::core::Core;
 use super::inbox::{Remote, RemoteOp};
+use crate::boundary;
 use crate::error::{JoinError, SpawnError};
 use crate::queue::{KeyMap, QueueKey};
 use crate::sync::{Mutex, MutexGuard};
@@ -109,7 +110,7 @@ pub(crate) struct Sender<T> {
 impl<T> Sender<T> {
     fn send(mut self, result: Result<T, JoinError>) {
         if let Some(slot) = self.slot.take() {
-            deliver(&slot, result);
+            deliver(slot, result);
         }
     }
 }
@@ -118,12 +119,17 @@ impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             let id = slot.lock().id.unwrap_or(NEVER_SPAWNED);
-            deliver(&slot, Err(JoinError::cancelled(id)));
+            deliver(slot, Err(JoinError::cancelled(id)));
         }
     }
 }
 
-fn deliver<T>(slot: &Slot<T>, result: Result<T, JoinError>) {
+/// Stores the result in the slot and wakes the handle. The slot is let go
+/// before the wake: if the handle is gone, that drops the result (user
+/// code), and a panic of its destructor must not unwind through the wake
+/// (user code too), nor the wake's through it (a panic while unwinding
+/// aborts the process).
+fn deliver<T>(slot: Arc<Slot<T>>, result: Result<T, JoinError>) {
     let waker = {
         let mut st = slot.lock();
         if st.done {
@@ -133,6 +139,7 @@ fn deliver<T>(slot: &Slot<T>, result: Result<T, JoinError>) {
         st.done = true;
         st.waker.take()
     };
+    drop(slot);
     if let Some(w) = waker {
         w.wake();
     }
@@ -255,8 +262,17 @@ fn spawn_on_executor<F>(
     let Some(slot) = sender.slot.clone() else {
         return;
     };
-    if !slot.may_start() {
-        return; // aborted before it started: `sender` drops -> Cancelled
+    if !slot.may_start() || core.shutdown.get() {
+        // Aborted before it started, or the executor shuts down: the future
+        // is dropped unpolled, then `sender` drops -> Cancelled. Two calls
+        // into user code (the future's destructor, the wake of the handle's
+        // waker), each behind a boundary of its own: a panic of the first
+        // must not unwind through the second (a panic while unwinding
+        // aborts the process).
+        if let Some(p) = boundary::drop_caught(future) {
+            core.panics.report(p);
+        }
+        return;
     }
     let Ok(oid) = core.spawn_raw(q, group, None, future) else {
         return; // shut down: `sender` drops -> Cancelled

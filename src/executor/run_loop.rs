@@ -44,7 +44,7 @@ use crate::queue::Queues;
 use crate::stats::Stall;
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
-use crate::task::slab::{cancel_idle, poll_task, Done, Next, Polled, Spurious};
+use crate::task::slab::{cancel_idle, poll_task, Done, Next, Panics, Polled, Spurious};
 
 /// What [`Core::observe_before`] read before a poll.
 struct Observed {
@@ -644,7 +644,7 @@ impl Core {
         if !self.aborts.borrow().is_empty() {
             let ids = std::mem::take(&mut *self.aborts.borrow_mut());
             for id in ids {
-                if let Some(done) = cancel_idle(&self.tasks, id) {
+                if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
                     // A panic of the destructor is the task's, reported to
                     // its join handle.
                     self.finish(id, done, None, false);
@@ -760,7 +760,11 @@ impl Core {
         }
         drop(qs);
         if let Some(panics) = panics {
-            for p in *panics {
+            let Panics { task, caught } = *panics;
+            if let Some(p) = task {
+                self.panics.report_task(p);
+            }
+            for p in caught {
                 self.panics.report(p);
             }
         }

@@ -10,7 +10,8 @@
 //!   serves first, so a task is never lost;
 //! * `pop`: nothing is returned this time, and the queue stays runnable
 //!   (the next run asks again);
-//! * `len`: 0 (it only feeds statistics and debug checks);
+//! * `len`: 0 (it only feeds statistics and debug checks, which skip the
+//!   comparison);
 //! * `wants_timing`: `false`; `polled`, `forget`, `group_ended`: nothing.
 //!
 //! The executor never trusts `len` to decide whether the queue has work:
@@ -63,15 +64,20 @@ impl Guarded {
         self.queue = queue.to_string();
     }
 
-    /// The scheduler's own `len`, 0 if it panics.
-    fn inner_len(&self) -> usize {
+    /// The scheduler's own `len`; `None` if it panicked (the panic went to
+    /// the sink).
+    fn inner_len(&self) -> Option<usize> {
         let inner = &self.inner;
-        self.sink.check(call(|| inner.len())).unwrap_or(0)
+        self.sink.check(call(|| inner.len()))
     }
 
-    /// Reports a wrong `len` (debug builds).
+    /// Reports a wrong `len` (debug builds). A `len` that panicked, here or
+    /// before the call checked, is a panic, not a wrong length: nothing to
+    /// compare.
     fn check_len(&self, expected: usize, after: &str) {
-        let len = self.inner_len();
+        let Some(len) = self.inner_len() else {
+            return;
+        };
         if len != expected {
             self.sink.violation(|| {
                 format!(
@@ -85,7 +91,7 @@ impl Guarded {
 
     #[inline(never)]
     pub(crate) fn push(&mut self, task: TaskId, group: GroupId) {
-        let before = cfg!(debug_assertions).then(|| self.inner_len());
+        let before = cfg!(debug_assertions).then(|| self.inner_len()).flatten();
         let inner = &mut self.inner;
         match call(|| inner.push(task, group)) {
             Ok(()) => {
@@ -106,7 +112,7 @@ impl Guarded {
         if let Some(task) = self.rescued.pop_front() {
             return Some(task);
         }
-        let before = cfg!(debug_assertions).then(|| self.inner_len());
+        let before = cfg!(debug_assertions).then(|| self.inner_len()).flatten();
         let inner = &mut self.inner;
         match call(|| inner.pop()) {
             Ok(Some(task)) => {
@@ -137,7 +143,7 @@ impl Guarded {
 
     #[inline(never)]
     pub(crate) fn len(&self) -> usize {
-        self.rescued.len() + self.inner_len()
+        self.rescued.len() + self.inner_len().unwrap_or(0)
     }
 
     /// Whether the queue is known to hold no task (see the module docs).

@@ -147,27 +147,31 @@ pub(crate) struct Done {
     pub(crate) finish: Finish,
     /// It ended by `abort()`.
     pub(crate) cancelled: bool,
-    /// Panics for the panic policy, in order: the task's own payload when
-    /// asked for (panic propagation), then those of the user code that
-    /// ending the task ran (a delivery, the joiner's waker, the result's
-    /// destructor). Rare, so boxed: one word in the common case's record.
-    pub(crate) panics: Option<Panics>,
+    /// Panics for the panic policy: the task's own payload when asked for
+    /// (panic propagation), and those of the user code that ending the task
+    /// ran (a delivery, the joiner's waker, the result's destructor). Rare,
+    /// so boxed: one word in the common case's record.
+    pub(crate) panics: Option<Box<Panics>>,
 }
 
-/// Panics kept for the panic policy ([`Done::panics`]): a box around the
-/// list, so that the record holds one word for it.
-#[allow(clippy::box_collection)]
-pub(crate) type Panics = Box<Vec<Payload>>;
+/// Panics kept for the panic policy ([`Done::panics`]).
+#[derive(Default)]
+pub(crate) struct Panics {
+    /// The task's own panic, taken for `Propagate`.
+    pub(crate) task: Option<Payload>,
+    /// Panics of other user code, in the order they were caught.
+    pub(crate) caught: Vec<Payload>,
+}
 
 /// Keeps `payload` in `panics` for the panic policy.
 #[cold]
-fn keep(panics: &mut Option<Panics>, payload: Payload) {
-    panics.get_or_insert_with(Box::default).push(payload);
+fn keep(panics: &mut Option<Box<Panics>>, payload: Payload) {
+    panics.get_or_insert_with(Box::default).caught.push(payload);
 }
 
 /// Keeps the panic of `result`, if any, in `panics`.
 #[inline(always)]
-fn check(panics: &mut Option<Panics>, result: Result<(), Payload>) {
+fn check(panics: &mut Option<Box<Panics>>, result: Result<(), Payload>) {
     if let Err(p) = result {
         keep(panics, p);
     }
@@ -177,9 +181,9 @@ impl Done {
     /// The record with the panics caught while the task ended added.
     #[cold]
     #[inline(never)]
-    fn with(mut self, caught: Panics) -> Done {
+    fn with(mut self, caught: Box<Panics>) -> Done {
         match &mut self.panics {
-            Some(panics) => panics.extend(*caught),
+            Some(panics) => panics.caught.extend(caught.caught),
             None => self.panics = Some(caught),
         }
         self
@@ -622,7 +626,12 @@ impl TaskSlab {
                 group,
                 finish,
                 cancelled,
-                panics: panic.map(|p| Box::new(vec![p])),
+                panics: panic.map(|p| {
+                    Box::new(Panics {
+                        task: Some(p),
+                        caught: Vec::new(),
+                    })
+                }),
             },
             join_waker,
             entry: self.remove(id),
@@ -788,7 +797,7 @@ fn settle_pending(
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
-pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> {
+pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId, take_panic: bool) -> Option<Done> {
     let raw = {
         let s = slab.borrow();
         let e = s.get(id)?;
@@ -807,7 +816,14 @@ pub(crate) fn cancel_idle(slab: &RefCell<TaskSlab>, id: TaskId) -> Option<Done> 
     // SAFETY: RUNNING is set (the entry stays, nothing else touches the
     // stage), the stage is Running (not COMPLETE), executor thread.
     let finish = unsafe { raw.cancel() };
-    let c = slab.borrow_mut().complete(id, raw, finish, None, true);
+    // The destructor's panic is the task's: taken for `Propagate`, as in
+    // `ended`.
+    let panic = match finish {
+        // SAFETY: RUNNING is still set; the stage is Panicked.
+        Finish::Panicked if take_panic => unsafe { raw.take_panic() },
+        _ => None,
+    };
+    let c = slab.borrow_mut().complete(id, raw, finish, panic, true);
     Some(c.settle())
 }
 
@@ -872,7 +888,7 @@ mod tests {
             assert_eq!(polled, Polled::Done);
             let d = done.take().unwrap();
             assert_eq!(d.finish, Finish::Panicked);
-            let payload = d.panics.expect("the payload, asked for").pop().unwrap();
+            let payload = d.panics.expect("the payload, asked for").task.unwrap();
             assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
         }
     }
