@@ -368,8 +368,13 @@ impl Core {
             drop(budget);
             #[cfg(feature = "tracing")]
             drop(poll_span);
-            if let Polled::Stale = polled {
-                continue;
+            match polled {
+                Polled::Stale => continue,
+                // Before anything else can panic (the checkpoint's clock
+                // read): the panics of the task's end go to the sink in the
+                // order they happened.
+                Polled::Done => self.report_panics_of(&mut done),
+                Polled::Pending(_) => {}
             }
             r.second_site.set(!site);
             // `countdown >= 1` before every poll (see `countdown`); the
@@ -732,6 +737,11 @@ impl Core {
             cancelled,
             panics,
         } = done;
+        // First: they happened as the task ended, before the scheduler
+        // calls below (which may panic too).
+        if let Some(panics) = panics {
+            self.report_panics(*panics);
+        }
         // A task's own group ends with it; a keyed group when its last task
         // does.
         let own_group = group.is_task_group();
@@ -758,15 +768,25 @@ impl Core {
         if group_over && !own_group {
             qs.group_ended(queue, group);
         }
-        drop(qs);
-        if let Some(panics) = panics {
-            let Panics { task, caught } = *panics;
-            if let Some(p) = task {
-                self.panics.report_task(p);
-            }
-            for p in caught {
-                self.panics.report(p);
-            }
+    }
+
+    /// Sends the panics of a task's end, if any, to the panic sink.
+    #[inline(always)]
+    fn report_panics_of(&self, done: &mut Option<Done>) {
+        if let Some(panics) = done.as_mut().and_then(|d| d.panics.take()) {
+            self.report_panics(*panics);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_panics(&self, panics: Panics) {
+        let Panics { task, caught } = panics;
+        if let Some(p) = task {
+            self.panics.report_task(p);
+        }
+        for p in caught {
+            self.panics.report(p);
         }
     }
 
