@@ -3,13 +3,15 @@
 //!
 //! # Workloads
 //!
-//! The shapes of `scheduling.md` section 7.4, as the reference model of
-//! the L6 test generates them (`tests/lasmodel`): Poisson arrivals at the
-//! rate that gives load `rho`; each task is `k` CPU segments (one poll
-//! each) of busy-spinning on `Instant` for the scripted time; between two
-//! segments it either yields (`yield_now().await`, workloads without I/O)
-//! or sleeps for the scripted time (B-io, D). A task completes at the end
-//! of its last segment; latency = completion - scripted arrival.
+//! The workloads are those of `tests/lasmodel`, the reference model of the
+//! L6 test in `tests/las.rs`, which this bench includes by path: its shapes
+//! (`scheduling.md` section 7.4) and its generator (`lasmodel::generate`).
+//! Poisson arrivals at the rate that gives load `rho`; each task is `k` CPU
+//! segments (one poll each) of busy-spinning on `Instant` for the scripted
+//! time; between two segments it either yields (`yield_now().await`,
+//! workloads without I/O) or sleeps for the scripted time (B-io, D). A
+//! task completes at the end of its last segment; latency = completion -
+//! scripted arrival.
 //!
 //! * `A`: 90% thin tasks of 1-3 segments, 10% fat of 20-40; 50-150 us per
 //!   segment; no sleep (a high-variance mix: where LAS should help);
@@ -19,9 +21,11 @@
 //! * `C`, `D` (not run by default; `--case C:0.8:50000`).
 //!
 //! Default cases: A at rho 0.8 (20,000 tasks), B-io at 0.62 and at 0.85
-//! (8,000 tasks each); about 90 s in all. Each case is one script (seeded
-//! splitmix64, `--seed`, default 7), replayed on every system one after the
-//! other in one process pinned to CPU 1 (`taskset`, as `overhead` does).
+//! (8,000 tasks each); about 90 s in all. Each case is one script, drawn by
+//! `lasmodel::generate` (seeded SplitMix64, `--seed`, default 7; times
+//! rounded to integer ns) and shifted 2 ms later so that the first arrival
+//! is not already late; it is replayed on every system one after the other
+//! in one process pinned to CPU 1 (`taskset`, as `overhead` does).
 //!
 //! Systems: `tourbillon RunnableFifo` and `tourbillon Las` (one queue,
 //! standalone `block_on`, every task its own group), `tokio LocalSet`
@@ -29,9 +33,10 @@
 //! `tourbillon Las::new()` (the default `Las`, keys quantized to levels:
 //! `Las::quantized(100 us, 16)`), `tourbillon Las::exact()`, and optionally
 //! `tourbillon Las+guard` (`--guard-ms N`: `Las::max_wait`).
-//! Above them, two rows `model FIFO` / `model LAS` replay the *same script*
-//! in virtual time with no overhead (the algorithm of `tests/lasmodel`), to
-//! show how close each executor comes to its ideal policy.
+//! Above them, three rows `model FIFO`, `model QLAS` (100 us, 16 levels, as
+//! `Las::new()`) and `model LAS` (exact) replay the *same script* in virtual
+//! time with no overhead (`lasmodel::simulate`), to show how close each
+//! executor comes to its ideal policy.
 //!
 //! # Arrivals and timers: why a spin-checked "pump"
 //!
@@ -64,12 +69,18 @@
 //! --scale F --guard-ms M --quantized --no-pin --quick]`.
 
 mod common;
+// The workloads and the reference model of the L6 test; the bench uses a
+// part of it.
+#[allow(dead_code)]
+#[path = "../tests/lasmodel/mod.rs"]
+mod lasmodel;
 
-use common::{pct, Rng};
+use common::pct;
+use lasmodel::{Policy, Shape, Task};
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -78,195 +89,37 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------- script --
 
-/// Workload draws on top of the shared splitmix64 (`common::Rng`).
-trait Draws {
-    fn uniform(&mut self, range: (f64, f64)) -> f64;
-    fn exp(&mut self, rate: f64) -> f64;
-}
+/// Start of the script on the real clock: every arrival is shifted this
+/// much later than `lasmodel::generate` draws it, so that the first one is
+/// not already late when the system starts.
+const START_NS: u64 = 2_000_000;
 
-impl Draws for Rng {
-    fn uniform(&mut self, (lo, hi): (f64, f64)) -> f64 {
-        lo + (hi - lo) * self.f64()
-    }
-    fn exp(&mut self, rate: f64) -> f64 {
-        -(1.0 - self.f64()).ln() / rate
-    }
-}
-
-struct Workload {
-    name: &'static str,
-    thin_frac: f64,
-    thin_k: (u32, u32),
-    fat_k: (u32, u32),
-    cpu_us: (f64, f64),
-    io_us: (f64, f64),
-}
-
-const WORKLOADS: [Workload; 4] = [
-    Workload {
-        name: "A",
-        thin_frac: 0.90,
-        thin_k: (1, 3),
-        fat_k: (20, 40),
-        cpu_us: (50.0, 150.0),
-        io_us: (0.0, 0.0),
-    },
-    Workload {
-        name: "B-io",
-        thin_frac: 0.99,
-        thin_k: (1, 4),
-        fat_k: (5, 9),
-        cpu_us: (100.0, 500.0),
-        io_us: (100.0, 1000.0),
-    },
-    Workload {
-        name: "C",
-        thin_frac: 0.99,
-        thin_k: (1, 1),
-        fat_k: (100, 100),
-        cpu_us: (10.0, 10.0),
-        io_us: (0.0, 0.0),
-    },
-    Workload {
-        name: "D",
-        thin_frac: 0.95,
-        thin_k: (1, 1),
-        fat_k: (50, 50),
-        cpu_us: (20.0, 80.0),
-        io_us: (50.0, 200.0),
-    },
-];
-
-struct TaskSpec {
-    /// Scripted arrival, ns after the run's start.
-    arrival: u64,
-    thin: bool,
-    /// (CPU ns, sleep ns after it) per segment; the last sleep is unused.
-    segs: Vec<(u64, u64)>,
-}
+/// The QLAS of the model as the executor's default `Las::new()`:
+/// `Las::quantized(100 us, 16)`.
+const Q0_NS: u64 = 100_000;
+const LEVELS: usize = 16;
 
 struct Case {
-    w: &'static Workload,
+    shape: &'static Shape,
     rho: f64,
-    tasks: Vec<TaskSpec>,
+    tasks: Vec<Task>,
 }
 
 impl Case {
-    /// The script, drawn as `tests/lasmodel`'s `generate` draws it (the
-    /// same generator, order of draws and distributions; times truncated to
-    /// ns, not rounded).
-    fn generate(w: &'static Workload, rho: f64, n: usize, seed: u64) -> Case {
-        let mean = |(a, b): (u32, u32)| (a + b) as f64 / 2.0;
-        let mean_k = w.thin_frac * mean(w.thin_k) + (1.0 - w.thin_frac) * mean(w.fat_k);
-        let rate_per_ns = rho / (mean_k * (w.cpu_us.0 + w.cpu_us.1) / 2.0 * 1e3);
-        let mut rng = Rng(seed);
-        let mut t = 0.0;
-        let tasks = (0..n)
-            .map(|_| {
-                t += rng.exp(rate_per_ns);
-                let thin = rng.f64() < w.thin_frac;
-                let (lo, hi) = if thin { w.thin_k } else { w.fat_k };
-                let k = rng.int((lo as u64, hi as u64)) as u32;
-                let segs = (0..k)
-                    .map(|_| {
-                        let cpu = rng.uniform(w.cpu_us) * 1e3;
-                        let io = rng.uniform(w.io_us) * 1e3;
-                        (cpu as u64, io as u64)
-                    })
-                    .collect();
-                TaskSpec {
-                    // Start 2 ms in, so the first arrival is not already late.
-                    arrival: 2_000_000 + t as u64,
-                    thin,
-                    segs,
-                }
-            })
-            .collect();
-        Case { w, rho, tasks }
+    /// `n` tasks of `shape` at load `rho` from `seed`, drawn by
+    /// `lasmodel::generate` and shifted by [`START_NS`].
+    fn generate(shape: &'static Shape, rho: f64, n: usize, seed: u64) -> Case {
+        let mut tasks = lasmodel::generate(shape, rho, n, seed);
+        for t in &mut tasks {
+            t.arrival += START_NS;
+        }
+        Case { shape, rho, tasks }
     }
 
     fn offered_per_s(&self) -> f64 {
         let span = self.tasks.last().unwrap().arrival - self.tasks[0].arrival;
         (self.tasks.len() - 1) as f64 / (span as f64 / 1e9)
     }
-}
-
-// ----------------------------------------------------------------- model --
-
-#[derive(Clone, Copy, PartialEq)]
-enum Policy {
-    Fifo,
-    /// Exact LAS.
-    Las,
-    /// LAS by levels: 0 below 100 us, then log2 steps, 16 levels.
-    Qlas,
-}
-
-const Q0_NS: u64 = 100_000;
-
-/// Virtual-time replay of the script (the algorithm of `tests/lasmodel`'s
-/// `simulate`, every task its own group): completion ns per task.
-fn model(tasks: &[TaskSpec], policy: Policy) -> Vec<u64> {
-    let n = tasks.len();
-    let mut ev: BinaryHeap<Reverse<(u64, u64, usize)>> = tasks
-        .iter()
-        .enumerate()
-        .map(|(j, t)| Reverse((t.arrival, j as u64, j)))
-        .collect();
-    let mut seq = n as u64;
-    let (mut att, mut idx, mut done) = (vec![0u64; n], vec![0usize; n], vec![0u64; n]);
-    let mut fifo = VecDeque::new();
-    let mut heap = BinaryHeap::new();
-    let mut levels: Vec<VecDeque<usize>> = (0..16).map(|_| VecDeque::new()).collect();
-    let level = |a: u64| {
-        if a < Q0_NS {
-            0
-        } else {
-            (1 + (a / Q0_NS).ilog2() as usize).min(15)
-        }
-    };
-    let mut now = 0u64;
-    loop {
-        while let Some(&Reverse((t, _, j))) = ev.peek() {
-            if t > now {
-                break;
-            }
-            ev.pop();
-            match policy {
-                Policy::Fifo => fifo.push_back(j),
-                Policy::Las => {
-                    heap.push(Reverse((att[j], seq, j)));
-                    seq += 1;
-                }
-                Policy::Qlas => levels[level(att[j])].push_back(j),
-            }
-        }
-        let next = match policy {
-            Policy::Fifo => fifo.pop_front(),
-            Policy::Las => heap.pop().map(|Reverse((_, _, j))| j),
-            Policy::Qlas => levels.iter_mut().find_map(|l| l.pop_front()),
-        };
-        let Some(j) = next else {
-            match ev.peek() {
-                Some(&Reverse((t, _, _))) => {
-                    now = t;
-                    continue;
-                }
-                None => break,
-            }
-        };
-        let (c, s) = tasks[j].segs[idx[j]];
-        now += c;
-        att[j] += c;
-        idx[j] += 1;
-        if idx[j] == tasks[j].segs.len() {
-            done[j] = now;
-        } else {
-            ev.push(Reverse((now + s, seq, j)));
-            seq += 1;
-        }
-    }
-    done
 }
 
 // ------------------------------------------------------------------- run --
@@ -478,7 +331,7 @@ impl System {
                     System::LasGuard(d) => spec.scheduler(tourbillon::Las::new().max_wait(d)),
                     System::LasQuantized => {
                         // The default `Las::new()` is `Las::quantized(100 us, 16)`.
-                        debug_assert_eq!(Q0_NS, 100_000);
+                        debug_assert_eq!((Q0_NS, LEVELS), (100_000, 16));
                         spec.scheduler(tourbillon::Las::new())
                     }
                     _ => spec,
@@ -591,7 +444,7 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
     println!();
     println!(
         "### {} rho={}: {} tasks ({} thin, {} fat), offered {:.0} tasks/s, {:.2} s of CPU",
-        case.w.name,
+        case.shape.name,
         case.rho,
         n,
         thin,
@@ -604,10 +457,18 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
         "| system | thin p50 / p90 / p99 / p99.9 us | fat p50 / p90 / p99 / p99.9 us | fat max us | tasks/s | spawn late p99 / max us |"
     );
     println!("|---|---|---|---|---|---|");
-    let m = |name: &str, p| Row::new(name.into(), &case, &model(&case.tasks, p), None);
+    let m = |name: &str, p| {
+        let done = lasmodel::simulate(&case.tasks, p);
+        Row::new(name.into(), &case, &done, None)
+    };
     let mfifo = m("model FIFO (same script)", Policy::Fifo);
     let mlas = m("model LAS (same script)", Policy::Las);
-    let mqlas = m("model QLAS (same script)", Policy::Qlas);
+    let qlas = Policy::Qlas {
+        q0: Q0_NS,
+        levels: LEVELS,
+        guard: None,
+    };
+    let mqlas = m("model QLAS (same script)", qlas);
     mfifo.print();
     mqlas.print();
     mlas.print();
@@ -623,7 +484,7 @@ fn run_case(case: Rc<Case>, systems: &[System]) {
     println!();
     println!(
         "{} rho={}: thin p99 Las / FIFO = {:.3} (model QLAS {:.3}); Las::exact = {:.3} (model LAS {:.3}); fat p99 Las / FIFO = {:.3} (model {:.3}); thin p99 tokio / FIFO = {:.3}",
-        case.w.name,
+        case.shape.name,
         case.rho,
         ratio(&rows[1], &rows[0], Row::p99_thin),
         ratio(&mqlas, &mfifo, Row::p99_thin),
@@ -686,16 +547,13 @@ fn main() {
          percentiles of the sorted latencies at index round(p (n-1))"
     );
     // Untimed warm-up of every system (allocator, page faults, code).
-    let warm = Rc::new(Case::generate(&WORKLOADS[0], 0.8, 300, seed ^ 1));
+    let warm = Rc::new(Case::generate(lasmodel::shape("A"), 0.8, 300, seed ^ 1));
     for &s in &systems {
         s.replay(&warm);
     }
     for (name, rho, n) in cases {
-        let w = WORKLOADS
-            .iter()
-            .find(|w| w.name == name)
-            .unwrap_or_else(|| panic!("unknown workload {name} (A, B-io, C, D)"));
+        let shape = lasmodel::shape(&name);
         let n = ((n as f64 * scale) as usize).max(10);
-        run_case(Rc::new(Case::generate(w, rho, n, seed)), &systems);
+        run_case(Rc::new(Case::generate(shape, rho, n, seed)), &systems);
     }
 }

@@ -103,7 +103,7 @@ pub fn shape(name: &str) -> &'static Shape {
     SHAPES
         .iter()
         .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no workload {name:?}"))
+        .unwrap_or_else(|| panic!("no workload {name:?} (A, C, D, B-io)"))
 }
 
 /// SplitMix64.
