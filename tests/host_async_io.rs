@@ -9,6 +9,8 @@
 //! polled, so the order in which sleepers complete is not asserted either;
 //! which tasks completed, their outputs and the executor's counters are.
 
+mod hosted;
+
 use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::rc::Rc;
@@ -17,21 +19,10 @@ use std::time::{Duration, Instant};
 use async_io::{Async, Timer};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use futures_lite::StreamExt;
-use tourbillon::{yield_now, Builder, Executor};
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Q {
-    Fg,
-    Bg,
-}
-
-fn executor() -> Executor<Q> {
-    Builder::new()
-        .queue(Q::Fg, 3)
-        .queue(Q::Bg, 1)
-        .build()
-        .unwrap()
-}
+use hosted::{
+    assert_all_slept, assert_echoed, echo_over_loopback, executor, message, MESSAGES, Q, SLEEPERS,
+};
+use tourbillon::{yield_now, Executor};
 
 type Log = Rc<RefCell<Vec<&'static str>>>;
 
@@ -52,17 +43,9 @@ fn host<T>(ex: &Executor<Q>, fut: impl std::future::Future<Output = T>) -> T {
 fn timers_on_two_queues() {
     let ex = executor();
     let done: Log = Rc::default();
-    let sleepers: [(&str, Q, u64); 6] = [
-        ("fg5", Q::Fg, 5),
-        ("bg1", Q::Bg, 1),
-        ("fg3", Q::Fg, 3),
-        ("bg2", Q::Bg, 2),
-        ("bg4", Q::Bg, 4),
-        ("fg1", Q::Fg, 1),
-    ];
     let sum = host(&ex, async {
         let start = Instant::now();
-        let handles: Vec<_> = sleepers
+        let handles: Vec<_> = SLEEPERS
             .iter()
             .map(|&(name, q, ms)| {
                 let done = done.clone();
@@ -83,14 +66,7 @@ fn timers_on_two_queues() {
         }
         sum
     });
-    assert_eq!(sum, 5 + 1 + 3 + 2 + 4 + 1);
-    let mut done = done.borrow().clone();
-    done.sort_unstable();
-    assert_eq!(done, ["bg1", "bg2", "bg4", "fg1", "fg3", "fg5"]);
-    let st = ex.stats();
-    assert_eq!(st.live_tasks, 0);
-    assert_eq!(st.queues[0].completed, 3);
-    assert_eq!(st.queues[1].completed, 3);
+    assert_all_slept(&ex, sum, &done.borrow());
 }
 
 /// A periodic timer (`Timer::interval`) ticks in a background task while
@@ -134,9 +110,6 @@ fn interval_and_sleeps() {
 
 // ---------------------------------------------------------------- TCP echo
 
-const CLIENTS: usize = 4;
-const MESSAGES: usize = 20;
-
 /// Echoes every byte of one connection until the peer closes it.
 async fn echo(mut stream: Async<TcpStream>) -> usize {
     let mut buf = [0u8; 256];
@@ -157,7 +130,7 @@ async fn client(addr: SocketAddr, id: usize) -> usize {
     let mut stream = Async::<TcpStream>::connect(addr).await.unwrap();
     let mut sent = 0;
     for m in 0..MESSAGES {
-        let msg = format!("client {id} message {m}");
+        let msg = message(id, m);
         stream.write_all(msg.as_bytes()).await.unwrap();
         let mut back = vec![0u8; msg.len()];
         stream.read_exact(&mut back).await.unwrap();
@@ -176,46 +149,17 @@ async fn client(addr: SocketAddr, id: usize) -> usize {
 
 /// A tourbillon task runs an async-io TCP echo server on loopback, with a
 /// task per connection; other tourbillon tasks, on another queue, are its
-/// clients.
+/// clients ([`echo_over_loopback`]).
 #[test]
 fn tcp_echo_over_loopback() {
     let ex = executor();
-    let (sent, echoed) = host(&ex, async {
+    let out = host(&ex, async {
         let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
         let addr = listener.get_ref().local_addr().unwrap();
-        let server = ex
-            .spawn(Q::Bg, async move {
-                let mut conns = Vec::new();
-                for _ in 0..CLIENTS {
-                    let (stream, _) = listener.accept().await.unwrap();
-                    // A task per connection, on the server's queue.
-                    conns.push(tourbillon::spawn(echo(stream)));
-                }
-                let mut echoed = 0;
-                for c in conns {
-                    echoed += c.await.unwrap();
-                }
-                echoed
-            })
-            .unwrap();
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|id| ex.spawn(Q::Fg, client(addr, id)).unwrap())
-            .collect();
-        let mut sent = 0;
-        for c in clients {
-            sent += c.await.unwrap();
-        }
-        (sent, server.await.unwrap())
+        let accept = async move || listener.accept().await.unwrap().0;
+        echo_over_loopback(&ex, accept, echo, |id| client(addr, id)).await
     });
-    let expected: usize = (0..CLIENTS)
-        .flat_map(|id| (0..MESSAGES).map(move |m| format!("client {id} message {m}").len()))
-        .sum();
-    assert_eq!(sent, expected);
-    assert_eq!(echoed, expected);
-    let st = ex.stats();
-    assert_eq!(st.live_tasks, 0);
-    assert_eq!(st.queues[0].completed, CLIENTS as u64);
-    assert_eq!(st.queues[1].completed, 1 + CLIENTS as u64);
+    assert_echoed(&ex, out);
 }
 
 // ------------------------------------------------------ wakes from threads

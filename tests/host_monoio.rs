@@ -16,6 +16,8 @@
 //! before its deadline), nor the order of sleepers (see
 //! `tests/host_async_io.rs`).
 
+mod hosted;
+
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::Write;
@@ -23,25 +25,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+use hosted::{
+    assert_all_slept, assert_echoed, echo_over_loopback, executor, message, MESSAGES, Q, SLEEPERS,
+};
 use monoio::io::{AsyncReadRent, AsyncReadRentExt, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 use monoio::time::{sleep, sleep_until, Instant};
 use monoio::{IoUringDriver, RuntimeBuilder};
-use tourbillon::{yield_now, Builder, Executor};
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Q {
-    Fg,
-    Bg,
-}
-
-fn executor() -> Executor<Q> {
-    Builder::new()
-        .queue(Q::Fg, 3)
-        .queue(Q::Bg, 1)
-        .build()
-        .unwrap()
-}
+use tourbillon::{yield_now, Executor};
 
 /// Runs `fut` in `ex` hosted by a monoio runtime on io_uring with its
 /// timer, failing the test (instead of hanging it) if it has not completed
@@ -85,17 +76,9 @@ fn io_uring_refused(e: &std::io::Error) -> bool {
 fn timers_on_two_queues() {
     let ex = executor();
     let done: Rc<RefCell<Vec<&'static str>>> = Rc::default();
-    let sleepers: [(&str, Q, u64); 6] = [
-        ("fg5", Q::Fg, 5),
-        ("bg1", Q::Bg, 1),
-        ("fg3", Q::Fg, 3),
-        ("bg2", Q::Bg, 2),
-        ("bg4", Q::Bg, 4),
-        ("fg1", Q::Fg, 1),
-    ];
     let Some(sum) = host(&ex, async {
         let start = Instant::now();
-        let handles: Vec<_> = sleepers
+        let handles: Vec<_> = SLEEPERS
             .iter()
             .map(|&(name, q, ms)| {
                 let done = done.clone();
@@ -120,20 +103,10 @@ fn timers_on_two_queues() {
     }) else {
         return;
     };
-    assert_eq!(sum, 5 + 1 + 3 + 2 + 4 + 1);
-    let mut done = done.borrow().clone();
-    done.sort_unstable();
-    assert_eq!(done, ["bg1", "bg2", "bg4", "fg1", "fg3", "fg5"]);
-    let st = ex.stats();
-    assert_eq!(st.live_tasks, 0);
-    assert_eq!(st.queues[0].completed, 3);
-    assert_eq!(st.queues[1].completed, 3);
+    assert_all_slept(&ex, sum, &done.borrow());
 }
 
 // ---------------------------------------------------------------- TCP echo
-
-const CLIENTS: usize = 4;
-const MESSAGES: usize = 20;
 
 /// Echoes every byte of one connection until the peer closes it. monoio's
 /// I/O takes the buffer and gives it back with the result.
@@ -162,7 +135,7 @@ async fn client(addr: SocketAddr, id: usize) -> usize {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut sent = 0;
     for m in 0..MESSAGES {
-        let msg = format!("client {id} message {m}").into_bytes();
+        let msg = message(id, m).into_bytes();
         let len = msg.len();
         let (res, msg) = stream.write_all(msg).await;
         assert_eq!(res.unwrap(), len);
@@ -181,48 +154,19 @@ async fn client(addr: SocketAddr, id: usize) -> usize {
 
 /// A tourbillon task runs a monoio TCP echo server on loopback, with a
 /// task per connection; other tourbillon tasks, on another queue, are its
-/// clients.
+/// clients ([`echo_over_loopback`]).
 #[test]
 fn tcp_echo_over_loopback() {
     let ex = executor();
-    let Some((sent, echoed)) = host(&ex, async {
+    let Some(out) = host(&ex, async {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = ex
-            .spawn(Q::Bg, async move {
-                let mut conns = Vec::new();
-                for _ in 0..CLIENTS {
-                    let (stream, _) = listener.accept().await.unwrap();
-                    // A task per connection, on the server's queue.
-                    conns.push(tourbillon::spawn(echo(stream)));
-                }
-                let mut echoed = 0;
-                for c in conns {
-                    echoed += c.await.unwrap();
-                }
-                echoed
-            })
-            .unwrap();
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|id| ex.spawn(Q::Fg, client(addr, id)).unwrap())
-            .collect();
-        let mut sent = 0;
-        for c in clients {
-            sent += c.await.unwrap();
-        }
-        (sent, server.await.unwrap())
+        let accept = async move || listener.accept().await.unwrap().0;
+        echo_over_loopback(&ex, accept, echo, |id| client(addr, id)).await
     }) else {
         return;
     };
-    let expected: usize = (0..CLIENTS)
-        .flat_map(|id| (0..MESSAGES).map(move |m| format!("client {id} message {m}").len()))
-        .sum();
-    assert_eq!(sent, expected);
-    assert_eq!(echoed, expected);
-    let st = ex.stats();
-    assert_eq!(st.live_tasks, 0);
-    assert_eq!(st.queues[0].completed, CLIENTS as u64);
-    assert_eq!(st.queues[1].completed, 1 + CLIENTS as u64);
+    assert_echoed(&ex, out);
 }
 
 // ------------------------------------------------------ wakes from threads

@@ -9,36 +9,17 @@
 //! the runtime goes idle, the clock jumps to the bound of
 //! [`bounded`] and the test fails there.
 
+mod hosted;
+
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use hosted::{executor, tokio_rt_paused, Q};
 use tokio::task::LocalSet;
-use tourbillon::{yield_now, Builder, Executor, JoinHandle};
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Q {
-    Fg,
-    Bg,
-}
-
-fn executor() -> Executor<Q> {
-    Builder::new()
-        .queue(Q::Fg, 3)
-        .queue(Q::Bg, 1)
-        .build()
-        .unwrap()
-}
-
-fn tokio_rt_paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
+use tourbillon::{yield_now, Executor, JoinHandle};
 
 type Log = Rc<RefCell<Vec<u32>>>;
 

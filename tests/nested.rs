@@ -10,41 +10,24 @@
 //! real clock a slow run (valgrind) could pass several deadlines before the
 //! sleepers were first polled, and they then completed in spawn order.
 
+mod hosted;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use hosted::{
+    assert_echoed, echo_over_loopback, executor, message, tokio_rt_paused, MESSAGES, Q, SLEEPERS,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tourbillon::{yield_now, Builder, Executor};
+use tourbillon::{yield_now, Executor};
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Q {
-    Fg,
-    Bg,
-}
-
-fn executor() -> Executor<Q> {
-    Builder::new()
-        .queue(Q::Fg, 3)
-        .queue(Q::Bg, 1)
-        .build()
-        .unwrap()
-}
-
+/// tokio's `current_thread` runtime on the real clock (see
+/// [`tokio_rt_paused`]).
 fn tokio_rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// [`tokio_rt`] on tokio's paused clock: time advances only when the
-/// runtime has nothing to do, straight to the next timer.
-fn tokio_rt_paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
         .build()
         .unwrap()
 }
@@ -137,19 +120,7 @@ fn tokio_sleeps_on_two_queues() {
     let done = log();
     rt.block_on(ex.run_until(async {
         let start = tokio::time::Instant::now();
-        let handles = spawn_sleepers(
-            &ex,
-            start,
-            &[
-                ("fg5", Q::Fg, 5),
-                ("bg1", Q::Bg, 1),
-                ("fg3", Q::Fg, 3),
-                ("bg2", Q::Bg, 2),
-                ("bg4", Q::Bg, 4),
-                ("fg1", Q::Fg, 1),
-            ],
-            &done,
-        );
+        let handles = spawn_sleepers(&ex, start, &SLEEPERS, &done);
         for h in handles {
             h.await.unwrap();
         }
@@ -233,9 +204,6 @@ async fn main_future_uses_host_timers() {
 
 // ------------------------------------------------------------ (b) TCP echo
 
-const CLIENTS: usize = 4;
-const MESSAGES: usize = 20;
-
 /// Echoes every byte of one connection until the peer closes it.
 async fn echo(mut stream: TcpStream) -> usize {
     let mut buf = [0u8; 256];
@@ -255,7 +223,7 @@ async fn client(addr: std::net::SocketAddr, id: usize) -> usize {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut sent = 0;
     for m in 0..MESSAGES {
-        let msg = format!("client {id} message {m}");
+        let msg = message(id, m);
         stream.write_all(msg.as_bytes()).await.unwrap();
         let mut back = vec![0u8; msg.len()];
         stream.read_exact(&mut back).await.unwrap();
@@ -269,45 +237,20 @@ async fn client(addr: std::net::SocketAddr, id: usize) -> usize {
     sent
 }
 
-/// A tourbillon task runs a tokio TCP echo server on loopback; other
-/// tourbillon tasks, on another queue, are its clients.
+/// A tourbillon task runs a tokio TCP echo server on loopback, with a task
+/// per connection; other tourbillon tasks, on another queue, are its
+/// clients ([`echo_over_loopback`]).
 #[test]
 fn tcp_echo_over_loopback() {
     let ex = executor();
     let rt = tokio_rt();
-    let (sent, echoed) = rt.block_on(ex.run_until(async {
+    let out = rt.block_on(ex.run_until(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = ex
-            .spawn(Q::Bg, async move {
-                let mut conns = Vec::new();
-                for _ in 0..CLIENTS {
-                    let (stream, _) = listener.accept().await.unwrap();
-                    // A task per connection, on the server's queue.
-                    conns.push(tourbillon::spawn(echo(stream)));
-                }
-                let mut echoed = 0;
-                for c in conns {
-                    echoed += c.await.unwrap();
-                }
-                echoed
-            })
-            .unwrap();
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|id| ex.spawn(Q::Fg, client(addr, id)).unwrap())
-            .collect();
-        let mut sent = 0;
-        for c in clients {
-            sent += c.await.unwrap();
-        }
-        (sent, server.await.unwrap())
+        let accept = async move || listener.accept().await.unwrap().0;
+        echo_over_loopback(&ex, accept, echo, |id| client(addr, id)).await
     }));
-    assert!(sent > 0);
-    assert_eq!(sent, echoed);
-    let st = ex.stats();
-    assert_eq!(st.live_tasks, 0);
-    assert_eq!(st.queues[0].completed, CLIENTS as u64);
-    assert_eq!(st.queues[1].completed, 1 + CLIENTS as u64);
+    assert_echoed(&ex, out);
 }
 
 // ------------------------------------------------------------ (c) LocalSet
