@@ -876,3 +876,48 @@ fn f8e_remote_output_dropped_by_the_delivery_and_a_panicking_waker() {
     assert_eq!(st.caught_panics, 1);
     assert_eq!(st.live_tasks, 0);
 }
+
+/// A host waker whose destructor panics.
+struct DropPanickingHost(Arc<AtomicUsize>);
+
+impl Wake for DropPanickingHost {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for DropPanickingHost {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        panic!("a host waker's destructor");
+    }
+}
+
+/// A host's waker is user code too: the executor drops the one a
+/// `run_until` registered when that future is dropped (which may happen
+/// while unwinding) and the ones still registered when it shuts down,
+/// and a panicking destructor escapes neither.
+#[test]
+fn host_wakers_whose_destructor_panics() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ex = Builder::new().queue("q", 1).build().unwrap();
+    {
+        let waker = Waker::from(Arc::new(DropPanickingHost(drops.clone())));
+        let mut fut = Box::pin(ex.run_until(std::future::pending::<()>()));
+        let _ = fut.as_mut().poll(&mut Context::from_waker(&waker));
+        // The executor's registration is the last reference.
+        drop(waker);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        drop(fut);
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with its driver");
+    {
+        let waker = Waker::from(Arc::new(DropPanickingHost(drops.clone())));
+        // The driver is never dropped (no heap memory to leak: it lives
+        // here), so its registration stays until shutdown.
+        let mut fut = std::mem::ManuallyDrop::new(ex.run_until(std::future::pending::<()>()));
+        let _ = Pin::new(&mut *fut).poll(&mut Context::from_waker(&waker));
+        drop(waker);
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    drop(ex);
+    assert_eq!(drops.load(Ordering::SeqCst), 2, "dropped at shutdown");
+}

@@ -39,6 +39,7 @@ use std::sync::{Arc, PoisonError};
 use std::task::Waker;
 
 use super::core::Core;
+use crate::boundary;
 use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use crate::task::id::TaskId;
 
@@ -114,6 +115,15 @@ pub(crate) struct Remote {
     /// none stays registered after `close`.
     hosts: Mutex<Hosts>,
     closed: AtomicBool,
+}
+
+/// Drops a host waker let go of by the executor (a driver that ended, or
+/// the executor's shutdown): its destructor is user code, and this may run
+/// while unwinding, so a panic is caught and dropped.
+fn drop_waker_quietly<T>(waker: Option<T>) {
+    if let Some(p) = boundary::drop_caught(waker) {
+        boundary::drop_payload(p);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -239,7 +249,7 @@ impl Remote {
             let mut hosts = lock(&self.hosts);
             hosts.position(token).map(|i| hosts.list.swap_remove(i))
         };
-        drop(removed);
+        drop_waker_quietly(removed);
     }
 
     /// Whether wakes are waiting in the inbox.
@@ -272,7 +282,9 @@ impl Remote {
         };
         lock(&self.ids).clear();
         let hosts = std::mem::take(&mut lock(&self.hosts).list);
-        drop(hosts);
+        for host in hosts {
+            drop_waker_quietly(Some(host));
+        }
         ops
     }
 }
