@@ -88,11 +88,14 @@
 //! A system's round in which either thread waited more than `--max-waited`
 //! percent (default 1) of it is run again, up to `--retries` times
 //! (default 3), with the same script; the count of re-runs is printed, and
-//! a round kept over the limit is marked `*`. What the threads wait for is
-//! other processes on their CPUs (the server's CPU has no other thread of
-//! the benchmark), whatever the system under test, so this selects rounds
-//! by the machine's noise, not by their result; `--max-waited 100` keeps
-//! every round.
+//! a round kept over the limit is marked `*`. That wait is the time other
+//! processes held the thread's CPU (the server's CPU has no other thread
+//! of the benchmark) plus the kernel's wake-up latency when the thread had
+//! slept (a few tenths of a percent of a round for the fg-only systems,
+//! whose server sleeps between requests, on the machine this was written
+//! on); it does not depend on the latencies measured, so this selects
+//! rounds by the machine's noise, not by their result. `--max-waited 100`
+//! keeps every round.
 //!
 //! Ratios (the targets): tourbillon fg+bg p99 / tokio fg-only p99
 //! (<= 1.05 with 50 us bg polls), tourbillon bg chunks/s / tokio fg+bg bg
@@ -104,14 +107,15 @@
 //! (`taskset -p -c N <tid>`; `--no-pin` to skip); the client busy-polls
 //! CPU 0 while it runs. On a 2-CPU machine shared with other work, every
 //! other process competes for those CPUs: run it on a quiet machine
-//! (check `uptime` and the `waited %` column).
+//! (check `uptime` and the `waited %` column). The threads are named
+//! `sock-server` and `sock-client` (for `perf stat -t`, `top -H`).
 //!
 //! Usage: `cargo bench --bench sockets [-- --quick --rounds N --secs S
 //! --warmup S --rps N --conns N --bg N --bg-poll-us N --fg-latency-us N
 //! --bg-yield-maybe --systems 1,3,4 --seed N --event-interval N --no-pin
-//! --max-waited PCT --retries N --verbose]`. `--verbose` prints a line per system and round.
-//! `--event-interval N` sets the server runtimes' tokio `event_interval`
-//! (default tokio's 61).
+//! --max-waited PCT --retries N --verbose]`. `--verbose` prints a line
+//! per system and round. `--event-interval N` sets the server runtimes'
+//! tokio `event_interval` (default tokio's 61).
 
 mod common;
 
