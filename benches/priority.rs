@@ -107,7 +107,7 @@
 
 mod common;
 
-use common::{pct, pin_thread, run_ok, sched_times, thread_id, Rng};
+use common::{pct, pin_thread, run_ok, sched_times, thread_id, Rng, Window};
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -155,19 +155,6 @@ struct Config {
     fg_shares: u32,
     /// tourbillon's `base_slice` (`--slice-us`; default the crate's).
     slice: Duration,
-}
-
-/// The measured window: `[start, end)`.
-#[derive(Clone, Copy)]
-struct Window {
-    start: Instant,
-    end: Instant,
-}
-
-impl Window {
-    fn contains(&self, t: Instant) -> bool {
-        t >= self.start && t < self.end
-    }
 }
 
 /// One fg request, as the generator sends it.

@@ -119,7 +119,7 @@
 
 mod common;
 
-use common::{pct, pin_thread, sched_times, Rng};
+use common::{pct, pin_thread, sched_times, Rng, Window};
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -221,19 +221,6 @@ struct Config {
     seed: u64,
     pin: bool,
     event_interval: Option<u32>,
-}
-
-/// The measured window, absolute.
-#[derive(Clone, Copy)]
-struct Window {
-    start: Instant,
-    end: Instant,
-}
-
-impl Window {
-    fn contains(&self, t: Instant) -> bool {
-        t >= self.start && t < self.end
-    }
 }
 
 // ----------------------------------------------------------------- script --

@@ -167,3 +167,16 @@ impl Args {
         &self.0
     }
 }
+
+/// A measured window of real time: `[start, end)`.
+#[derive(Clone, Copy)]
+pub struct Window {
+    pub start: Instant,
+    pub end: Instant,
+}
+
+impl Window {
+    pub fn contains(&self, t: Instant) -> bool {
+        t >= self.start && t < self.end
+    }
+}
