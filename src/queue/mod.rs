@@ -91,7 +91,15 @@ impl QueueSpec {
     ///
     /// Without it, a waiting queue's I/O is discovered at the builder's
     /// [`host_yield_interval`](crate::Builder::host_yield_interval)
-    /// (200 us by default) while other queues keep the thread busy. Set it
+    /// (200 us by default) while other queues keep the thread busy.
+    ///
+    /// How to choose it: a request that arrives while other queues run
+    /// waits up to about `latency` plus the poll in flight before its task
+    /// is polled, so pick the delay a request can afford, and keep
+    /// background polls short ([`yield_maybe`](crate::yield_maybe)) if
+    /// they are longer than it. The README's results (Sockets, Host
+    /// interval) give what 50 us did to a server's p99 and what a host
+    /// turn costs, with their commands, machine and date. Set it
     /// on the queue that serves requests, not on background queues: each
     /// host turn is a poll of the host's driver (an `epoll_wait` with a
     /// zero timeout under tokio), which background work pays for only
