@@ -8,13 +8,11 @@ mod builder;
 mod coop;
 mod error;
 mod executor;
-mod join;
 mod queue;
 mod sched;
 mod stats;
 mod sync;
-mod task;
-mod waker;
+pub mod task;
 mod yield_now;
 
 pub use builder::{
@@ -27,11 +25,10 @@ pub use executor::drive::RunUntil;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
-pub use join::JoinHandle;
 pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
 pub use sched::{Las, RunnableFifo, Scheduler};
 pub use stats::{ExecutorStats, LatencyHistogram, QueueStats, Stall};
 pub use task::cache::trim_cell_cache;
-pub use task::id::{GroupId, TaskId};
+pub use task::{AbortHandle, GroupId, JoinHandle, TaskId};
 pub use yield_now::{should_yield, yield_maybe, yield_now, YieldNow};

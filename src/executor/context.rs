@@ -3,11 +3,18 @@
 //! tasks (inside `block_on`, `run_until` or `run_until_stalled`), so that
 //! free functions (`spawn`, `yield_now`, `should_yield`) and same-thread
 //! wakes find it. Nested executors save and restore the previous one.
+//!
+//! And [`TaskScope`], the harness's `PollScope`: the run loop enters each
+//! poll's task into the task core's record of the task being polled on
+//! this thread (`task::current`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::core::Core;
+use crate::task::current;
+use crate::task::harness::PollScope;
+use crate::task::id::TaskId;
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
@@ -58,72 +65,18 @@ pub(crate) fn with_current_ref<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
     }
 }
 
-thread_local! {
-    /// Header address of the task this thread is polling (null if none).
-    static POLLING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
-    /// Set by `yield_now` when it yields the task being polled.
-    static YIELDED: Cell<bool> = const { Cell::new(false) };
-}
+/// The context of each poll of a run (inside a run: see
+/// [`current::begin_run`]): marks the task being polled on this thread.
+pub(crate) struct TaskScope;
 
-/// The poll marker of an enclosing poll (a task of an outer executor that
-/// runs this one inside its own poll), saved when a run starts and
-/// restored when it ends (also when unwinding), so that a yield of the
-/// outer task is neither lost nor taken for an inner task's. Saved once
-/// per run rather than once per poll.
-pub(crate) struct RunMarker {
-    header: *const (),
-    yielded: bool,
-}
-
-/// A run of this thread's executor starts: saves (and clears) the marker of
-/// an enclosing poll until the returned guard is dropped.
-pub(crate) fn begin_run() -> RunMarker {
-    RunMarker {
-        header: POLLING.with(|p| p.replace(std::ptr::null())),
-        yielded: YIELDED.with(|y| y.replace(false)),
+impl PollScope for TaskScope {
+    #[inline(always)]
+    fn enter(&self, header: *const (), id: TaskId) {
+        current::enter(header, id);
     }
-}
 
-impl Drop for RunMarker {
-    fn drop(&mut self) {
-        let _ = POLLING.try_with(|p| p.set(self.header));
-        let _ = YIELDED.try_with(|y| y.set(self.yielded));
-    }
-}
-
-/// Marks the start of a poll of the task whose header is at `header` (inside
-/// a run: see [`begin_run`]).
-#[inline]
-pub(crate) fn begin_poll(header: *const ()) {
-    POLLING.with(|p| p.set(header));
-    YIELDED.with(|y| y.set(false));
-}
-
-/// Marks the end of a poll; returns whether the task yielded through the
-/// fast path during it.
-#[inline]
-pub(crate) fn end_poll() -> bool {
-    POLLING.with(|p| p.set(std::ptr::null()));
-    YIELDED.with(|y| y.get())
-}
-
-/// Whether this thread is polling a task right now.
-#[inline]
-pub(crate) fn in_task_poll() -> bool {
-    !POLLING.with(|p| p.get()).is_null()
-}
-
-/// `yield_now` fast path: if `waker` is the own waker of the task this
-/// thread is polling, record the yield (the run loop requeues or defers the
-/// task after the poll) and return `true`. No executor lookup, no slab
-/// access: two thread-local reads and a pointer comparison.
-#[inline]
-pub(crate) fn try_fast_yield(waker: &std::task::Waker) -> bool {
-    let polling = POLLING.with(|p| p.get());
-    if !polling.is_null() && waker.data() == polling && crate::waker::is_task_waker(waker) {
-        YIELDED.with(|y| y.set(true));
-        true
-    } else {
-        false
+    #[inline(always)]
+    fn leave(&self) -> bool {
+        current::leave()
     }
 }

@@ -14,16 +14,16 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::clock::Clock;
-use super::inbox::{Remote, RemoteOp};
+use super::inbox::Inbox;
 use super::run_loop::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::builder::{Config, StallReport};
 use crate::error::{SharesError, SpawnError};
-use crate::join::JoinHandle;
 use crate::queue::Queues;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};
+use crate::task::join::JoinHandle;
 use crate::task::raw::Header;
 use crate::task::slab::{OutputId, TaskSlab};
 use crate::task::state::TransitionToScheduled;
@@ -40,8 +40,30 @@ pub(crate) fn bump(c: &Cell<u64>) {
     c.set(c.get() + 1);
 }
 
+/// Work sent to the executor from another thread, done on the executor's
+/// thread at its next poll boundary.
+pub(crate) enum RemoteOp {
+    /// A remote spawn: the closure spawns its (`Send`) future.
+    Spawn(Box<dyn FnOnce(&Core) + Send>),
+    /// A remote `abort()` (a remote join handle's or an abort handle's).
+    Abort(TaskId),
+}
+
+impl std::fmt::Debug for RemoteOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoteOp::Spawn(_) => f.write_str("Spawn"),
+            RemoteOp::Abort(id) => f.debug_tuple("Abort").field(id).finish(),
+        }
+    }
+}
+
+/// The executor's thread-safe half: its inbox, which its tasks' wakers and
+/// handles reach from any thread (the tasks' sink, `executor/wake.rs`).
+pub(crate) type Remote = Inbox<RemoteOp>;
+
 pub(crate) struct Core {
-    pub(crate) tasks: RefCell<TaskSlab>,
+    pub(crate) tasks: RefCell<TaskSlab<Remote>>,
     pub(crate) queues: RefCell<Queues>,
     pub(crate) run: RunState,
     pub(crate) remote: Arc<Remote>,
@@ -179,7 +201,7 @@ impl Core {
         q: usize,
         group: Option<u64>,
         name: Option<Rc<str>>,
-        insert: impl FnOnce(&mut TaskSlab, Option<GroupId>) -> (R, TaskId, GroupId),
+        insert: impl FnOnce(&mut TaskSlab<Remote>, Option<GroupId>) -> (R, TaskId, GroupId),
     ) -> Result<R, SpawnError> {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);

@@ -189,7 +189,7 @@ const PARK_SPINS: u32 = 200;
 
 /// The bounded spin before parking: `true` as soon as the main future was
 /// woken or a foreign wake is pending.
-fn spin_for_wake(main_woken: &AtomicBool, remote: &super::inbox::Remote) -> bool {
+fn spin_for_wake(main_woken: &AtomicBool, remote: &super::core::Remote) -> bool {
     for _ in 0..PARK_SPINS {
         if main_woken.load(Ordering::Acquire) || remote.has_pending() {
             return true;

@@ -1,5 +1,6 @@
 #![forbid(unsafe_code)]
-//! The executor's thread-safe half: wakes arriving while the executor is not
+//! The executor's thread-safe half, a leaf that knows no executor (its ops
+//! are a type parameter): wakes arriving while the executor is not
 //! polling on its own thread (from other threads, or from a host runtime's
 //! timers and I/O between two of our turns) go into a short-lock inbox, and
 //! the hosts are woken: the `block_on` thread is unparked, and the host
@@ -32,34 +33,14 @@
 //! cleared by `close`) just after the wake took its clone: a spurious wake,
 //! which futures and `Thread::park` allow.
 
-use std::fmt;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::task::Waker;
 
-use super::core::Core;
 use crate::boundary;
 use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use crate::task::id::TaskId;
-
-/// Work sent to the executor from another thread, done on the executor's
-/// thread at its next poll boundary.
-pub(crate) enum RemoteOp {
-    /// A remote spawn: the closure spawns its (`Send`) future.
-    Spawn(Box<dyn FnOnce(&Core) + Send>),
-    /// A remote `abort()` of a task spawned remotely.
-    Abort(TaskId),
-}
-
-impl fmt::Debug for RemoteOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RemoteOp::Spawn(_) => f.write_str("Spawn"),
-            RemoteOp::Abort(id) => f.debug_tuple("Abort").field(id).finish(),
-        }
-    }
-}
 
 /// A task's "already in the inbox" flag: several foreign wakes before the
 /// executor drains the inbox enqueue the task once.
@@ -81,9 +62,9 @@ impl InboxFlag for AtomicBool {
     }
 }
 
-/// The registration of one driver's host waker in a [`Remote`]: handed out
-/// by the driver's first [`Remote::set_host`], given back with
-/// [`Remote::remove_host`].
+/// The registration of one driver's host waker in an [`Inbox`]: handed out
+/// by the driver's first [`Inbox::set_host`], given back with
+/// [`Inbox::remove_host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HostToken(u64);
 
@@ -102,13 +83,16 @@ impl Hosts {
     }
 }
 
-/// The part of an executor that wakers on any thread may reach.
-#[derive(Debug, Default)]
-pub(crate) struct Remote {
+/// The part of an executor that wakers on any thread may reach: task ids
+/// to wake, ops of type `Op` to run on the executor's thread (the executor's
+/// remote spawns and aborts), and the host wakers to wake when either
+/// arrives.
+#[derive(Debug)]
+pub(crate) struct Inbox<Op> {
     ids: Mutex<Vec<TaskId>>,
     /// Remote spawns and aborts; `closed` is checked and set under this
     /// lock, so that no op is queued after `close` drained them.
-    ops: Mutex<Vec<RemoteOp>>,
+    ops: Mutex<Vec<Op>>,
     pending: AtomicBool,
     /// The drivers' host wakers; `closed` is checked under this lock when
     /// one registers, and `close` empties it after setting `closed`, so that
@@ -133,7 +117,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Remote {
+impl<Op> Default for Inbox<Op> {
+    fn default() -> Self {
+        Inbox {
+            ids: Mutex::default(),
+            ops: Mutex::default(),
+            pending: AtomicBool::default(),
+            hosts: Mutex::default(),
+            closed: AtomicBool::default(),
+        }
+    }
+}
+
+impl<Op> Inbox<Op> {
     /// Queues a wake of `id`, deduplicated by the task's `notified` flag,
     /// and wakes the hosts.
     pub(crate) fn push<F: InboxFlag + ?Sized>(&self, id: TaskId, notified: &F) {
@@ -161,7 +157,7 @@ impl Remote {
 
     /// Queues an op for the executor's thread and wakes the hosts. Gives the
     /// op back if the executor is shut down.
-    pub(crate) fn push_op(&self, op: RemoteOp) -> Result<(), RemoteOp> {
+    pub(crate) fn push_op(&self, op: Op) -> Result<(), Op> {
         {
             let mut ops = lock(&self.ops);
             if self.closed.load(Ordering::Acquire) {
@@ -259,7 +255,7 @@ impl Remote {
     }
 
     /// Moves the queued ids into `out` and the queued ops into `ops`.
-    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<RemoteOp>) {
+    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<Op>) {
         if self
             .pending
             .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
@@ -274,7 +270,7 @@ impl Remote {
     /// wakers are deregistered (and dropped, with no lock held). Returns the
     /// ops that were waiting, for the caller to drop (with no lock held:
     /// dropping a spawn op resolves its join handle to cancelled).
-    pub(crate) fn close(&self) -> Vec<RemoteOp> {
+    pub(crate) fn close(&self) -> Vec<Op> {
         let ops = {
             let mut ops = lock(&self.ops);
             self.closed.store(true, Ordering::Release);
@@ -293,6 +289,9 @@ impl Remote {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// The inbox alone, with ops of its own.
+    type Remote = Inbox<()>;
 
     #[test]
     fn wakes_are_deduplicated_until_drained() {
@@ -408,6 +407,11 @@ mod loom_tests {
     use loom::sync::Arc;
     use loom::thread;
     use std::task::Wake;
+
+    /// An op of the models: an executor's remote abort.
+    #[derive(Debug)]
+    struct Abort(TaskId);
+    type Remote = Inbox<Abort>;
 
     /// A host waker that records that it was woken (the `block_on` thread
     /// would be unparked, or the host runtime would re-poll `run_until`).
@@ -599,7 +603,7 @@ mod loom_tests {
             remote.set_host(&mut ta, &wa);
 
             let r1 = remote.clone();
-            let op = thread::spawn(move || r1.push_op(RemoteOp::Abort(TaskId::new(3, 0))).is_ok());
+            let op = thread::spawn(move || r1.push_op(Abort(TaskId::new(3, 0))).is_ok());
             let (r2, wb2) = (remote.clone(), wb.clone());
             let registering = thread::spawn(move || {
                 let mut tb = None;
@@ -623,75 +627,9 @@ mod loom_tests {
             }
             a_woken.store(false, Ordering::SeqCst);
             b_woken.store(false, Ordering::SeqCst);
-            assert!(remote.push_op(RemoteOp::Abort(TaskId::new(4, 0))).is_err());
+            assert!(remote.push_op(Abort(TaskId::new(4, 0))).is_err());
             remote.wake_host();
             assert!(!a_woken.load(Ordering::SeqCst) && !b_woken.load(Ordering::SeqCst));
-        });
-    }
-
-    #[test]
-    fn loom_abort_and_wake_racing_executor_drop() {
-        // Another thread holds a clone of a task's waker and the task's id:
-        // it wakes the task, sends an abort op and a spawn op (as a remote
-        // join handle's `abort()` and a remote spawner do), and drops the
-        // waker, while the executor thread shuts down: closes the inbox
-        // (dropping the ops it returns) and drops the task slab. The ops
-        // are each either refused (dropped by the sender) or returned by
-        // `close`, never run; the spawn op is dropped exactly once; the
-        // cell is freed exactly once; the counted reference to the remote
-        // taken for the waker is given back.
-        use crate::task::raw::deallocs;
-        use crate::task::slab::TaskSlab;
-        use std::sync::atomic::AtomicUsize as StdCount;
-
-        static OP_DROPS: StdCount = StdCount::new(0);
-        struct Tracked;
-        impl Drop for Tracked {
-            fn drop(&mut self) {
-                OP_DROPS.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-
-        loom::model(|| {
-            let before = deallocs();
-            let drops_before = OP_DROPS.load(Ordering::SeqCst);
-            let remote = std::sync::Arc::new(Remote::default());
-            let mut slab = TaskSlab::new(remote.clone());
-            let (oid, _) = slab.insert(std::future::pending::<()>(), 0, None);
-            let id = oid.id();
-            let waker = slab.waker_clone(id);
-            let r2 = remote.clone();
-            let t = thread::spawn(move || {
-                waker.wake_by_ref();
-                let abort = r2.push_op(RemoteOp::Abort(id)).is_err();
-                let tracked = Tracked;
-                let spawn = RemoteOp::Spawn(Box::new(move |_: &Core| {
-                    drop(tracked);
-                    panic!("a spawn op ran after shutdown");
-                }));
-                let spawn = r2.push_op(spawn).is_err();
-                drop(waker);
-                abort as usize + spawn as usize
-            });
-            // `Core::shutdown`: the inbox first, then the tasks.
-            let ops = remote.close();
-            let returned = ops.len();
-            drop(ops);
-            drop(slab);
-            let refused = t.join().unwrap();
-            assert_eq!(refused + returned, 2, "an op neither refused nor returned");
-            assert_eq!(OP_DROPS.load(Ordering::SeqCst) - drops_before, 1);
-            assert_eq!(deallocs() - before, 1, "freed once");
-            let mut out = Vec::new();
-            let mut late = Vec::new();
-            remote.drain_into(&mut out, &mut late);
-            assert!(late.is_empty(), "an op queued after close");
-            assert!(out.len() <= 1);
-            assert_eq!(
-                std::sync::Arc::strong_count(&remote),
-                1,
-                "the cell's reference to the remote was not given back"
-            );
         });
     }
 
@@ -709,105 +647,6 @@ mod loom_tests {
             let mut out = Vec::new();
             remote.drain_into(&mut out, &mut Vec::new());
             assert!(out.len() <= 1);
-        });
-    }
-
-    #[test]
-    fn loom_join_handle_and_foreign_waker_let_go_once() {
-        // A task with a join handle, and a clone of its waker on another
-        // thread that wakes and drops it, while the executor shuts down
-        // (drops the unfinished future, lets go of the task) and the
-        // handle reads `Cancelled` and drops. The three owners (slab, the
-        // waker's count, the handle's bit) let go in any order: the cell is
-        // freed exactly once, by the last, and the counted reference to the
-        // remote taken for the waker is given back.
-        use crate::task::raw::deallocs;
-        use crate::task::slab::TaskSlab;
-        use std::task::Poll;
-
-        loom::model(|| {
-            let before = deallocs();
-            let remote = std::sync::Arc::new(Remote::default());
-            let mut slab = TaskSlab::new(remote.clone());
-            let (cell, _) = slab.insert_joined(std::future::pending::<u32>(), 0, None);
-            let waker = slab.waker_clone(cell.id());
-            let t = thread::spawn(move || {
-                waker.wake_by_ref();
-                drop(waker);
-            });
-            drop(slab);
-            match cell.poll_result(std::task::Waker::noop()) {
-                Poll::Ready(Err(e)) => assert!(e.is_cancelled()),
-                other => panic!("expected Cancelled, got {other:?}"),
-            }
-            drop(cell);
-            t.join().unwrap();
-            assert_eq!(deallocs() - before, 1, "freed once");
-            assert_eq!(
-                std::sync::Arc::strong_count(&remote),
-                1,
-                "the cell's reference to the remote was not given back"
-            );
-        });
-    }
-
-    #[test]
-    fn loom_task_waker_refcount_and_inbox_bit() {
-        // The real task cell in a real slab: a waker clone on another thread
-        // wakes (the inbox bit in the reference-count word) and is dropped,
-        // while the executor drains the inbox, clears the bit and drops the
-        // slab (a shutdown). The cell is freed exactly once, by whichever
-        // side lets go last; the future is dropped exactly once, on the
-        // executor's thread; the counted reference to the remote that the
-        // cell takes when the slab lets go before the waker is given back.
-        use crate::task::raw::deallocs;
-        use crate::task::slab::TaskSlab;
-        use std::sync::atomic::AtomicUsize as StdCount;
-
-        static FUTURE_DROPS: StdCount = StdCount::new(0);
-        struct Tracked;
-        impl Drop for Tracked {
-            fn drop(&mut self) {
-                FUTURE_DROPS.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-
-        loom::model(|| {
-            let before = deallocs();
-            let drops_before = FUTURE_DROPS.load(Ordering::SeqCst);
-            let remote = std::sync::Arc::new(Remote::default());
-            let mut slab = TaskSlab::new(remote.clone());
-            let tracked = Tracked;
-            let (id, _) = slab.insert(
-                async move {
-                    let _t = tracked;
-                    std::future::pending::<()>().await
-                },
-                0,
-                None,
-            );
-            let id = id.id();
-            let waker = slab.waker_clone(id);
-            let t = thread::spawn(move || {
-                waker.wake_by_ref();
-                waker.wake(); // a second wake before the drain: merged
-            });
-            let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
-            for id in out.drain(..) {
-                slab.clear_remote_notified(id);
-            }
-            drop(slab); // drops the future here, then gives up the reference
-            t.join().unwrap();
-            assert_eq!(FUTURE_DROPS.load(Ordering::SeqCst) - drops_before, 1);
-            assert_eq!(deallocs() - before, 1, "freed once");
-            remote.drain_into(&mut out, &mut Vec::new());
-            assert!(out.len() <= 1, "two wakes enqueued the task twice");
-            assert_eq!(
-                std::sync::Arc::strong_count(&remote),
-                1,
-                "the cell's reference to the remote was not given back"
-            );
         });
     }
 }

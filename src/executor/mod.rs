@@ -16,6 +16,7 @@ pub(crate) mod run_loop;
 pub(crate) mod task_builder;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod tsc;
+pub(crate) mod wake;
 
 use std::fmt;
 use std::future::Future;
@@ -24,17 +25,14 @@ use std::sync::Arc;
 
 use self::core::Core;
 use self::drive::RunUntil;
-use self::inbox::{Remote, RemoteOp};
 use self::remote::RemoteSpawner;
 use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
 use crate::error::{SharesError, SpawnError};
-use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
-use crate::task::id::TaskId;
-use crate::task::raw::Header;
+use crate::task::join::JoinHandle;
 
 /// A single-threaded executor whose queues share the thread by weight.
 ///
@@ -397,39 +395,4 @@ where
         Some(core) => core.spawn_here(future),
         None => Err(SpawnError::NoExecutor),
     })
-}
-
-/// `abort()` from a join handle of a task of the executor whose thread-safe
-/// half is `remote` (the CANCELLED bit already set): straight to the
-/// executor when it is the current one on this thread, else through its
-/// inbox (it then applies the abort at its next poll boundary, the same
-/// one).
-pub(crate) fn abort_task(remote: &Remote, id: TaskId) {
-    let local = context::with_current_ref(|core| match core {
-        Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), remote) => {
-            core.abort(id);
-            true
-        }
-        _ => false,
-    });
-    if !local {
-        let _ = remote.push_op(RemoteOp::Abort(id));
-    }
-}
-
-/// The wake of a task, from its waker (any thread): straight to its queue
-/// on the executor's own thread while it runs, else through its inbox.
-#[inline]
-pub(crate) fn wake_task(header: &Header) {
-    let remote = header.remote();
-    let local = context::with_current_ref(|core| match core {
-        Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), remote) && core.driving.get() => {
-            core.wake_by_header(header);
-            true
-        }
-        _ => false,
-    });
-    if !local {
-        remote.push(header.id, header);
-    }
 }

@@ -26,7 +26,7 @@ use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use super::core::Core;
-use super::inbox::{Remote, RemoteOp};
+use super::core::{Remote, RemoteOp};
 use crate::boundary;
 use crate::error::{JoinError, SpawnError};
 use crate::queue::{KeyMap, QueueKey};

@@ -37,14 +37,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::batch::{Batch, Held, Tail};
+use super::context::TaskScope;
+use super::core::RemoteOp;
 use super::core::{bump, Core};
-use super::inbox::RemoteOp;
 use crate::boundary;
 use crate::queue::Queues;
 use crate::stats::Stall;
+use crate::task::harness::{cancel_idle, poll_task, Done, Next, Panics, Polled};
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
-use crate::task::slab::{cancel_idle, poll_task, Done, Next, Panics, Polled, Spurious};
+use crate::task::slab::Spurious;
 
 /// What [`Core::observe_before`] read before a poll.
 struct Observed {
@@ -317,7 +319,7 @@ impl Core {
         let propagate = self.panics.propagates();
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
-        let _marker = super::context::begin_run();
+        let _marker = crate::task::current::begin_run();
         // `pop` returned `None`: the queue has nothing to run, whatever its
         // scheduler's `len` says (a scheduler that breaks the contract must
         // not make the executor spin on an empty queue).
@@ -363,7 +365,7 @@ impl Core {
             } else {
                 None
             };
-            let polled = poll_task(&self.tasks, id, propagate, site, &mut done);
+            let polled = poll_task(&self.tasks, id, propagate, site, &mut done, &TaskScope);
             #[cfg(feature = "tokio")]
             drop(budget);
             #[cfg(feature = "tracing")]
@@ -859,7 +861,7 @@ impl Core {
 
     /// `should_yield()`: would the current run end at this boundary?
     pub(crate) fn should_yield(&self) -> bool {
-        if !self.driving.get() || !super::context::in_task_poll() {
+        if !self.driving.get() || !crate::task::current::in_task_poll() {
             return false;
         }
         let Some(q) = self.run.queue.get() else {

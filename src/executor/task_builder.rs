@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use super::core::Core;
 use crate::error::SpawnError;
-use crate::join::JoinHandle;
+use crate::task::join::JoinHandle;
 
 /// Spawns one task with options: a name (shown in stall reports) and a
 /// group (see [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).

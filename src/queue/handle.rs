@@ -8,7 +8,7 @@ use std::rc::Rc;
 use crate::error::{SharesError, SpawnError};
 use crate::executor::core::Core;
 use crate::executor::task_builder::TaskBuilder;
-use crate::join::JoinHandle;
+use crate::task::join::JoinHandle;
 
 /// A cheap, clonable handle to one queue of an executor (`!Send`, like the
 /// executor). Get one with [`Executor::queue`](crate::Executor::queue).

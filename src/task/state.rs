@@ -1,10 +1,14 @@
 #![forbid(unsafe_code)]
 //! The executor-side state bits of a task.
 //!
-//! The state lives in the task cell's header and is only touched on the
+//! The state lives in the task cell's header and is only written on the
 //! executor's thread (relaxed loads and stores, never a read-modify-write).
-//! Foreign threads never read it: their wakes go through the inbox and are
-//! applied by the executor thread.
+//! Foreign threads' wakes go through the inbox and are applied by the
+//! executor thread; the only foreign read is an abort handle's
+//! `is_finished`, which may lag behind.
+//!
+//! Every change of state that the caller must act on is a `transition_to_*`
+//! method returning a `#[must_use]` value that says what to do.
 
 use std::fmt;
 
@@ -15,7 +19,7 @@ use std::fmt;
 const SCHEDULED: u8 = 1 << 0;
 /// The task's future is being polled right now. While set the slab entry is
 /// never removed and the future never dropped (the poll holds a raw pointer
-/// to the task cell). Set and cleared by `slab::poll_task`.
+/// to the task cell). Set and cleared by `harness::poll_task`.
 const RUNNING: u8 = 1 << 1;
 /// The task was woken during its own poll; it is pushed to its scheduler
 /// after the poll (behind every task already queued), once.
@@ -141,7 +145,125 @@ pub(crate) enum TransitionToScheduled {
     Nothing,
 }
 
+/// What popping a task for a poll does to it, decided from its state
+/// ([`State::transition_to_running`]).
+#[must_use = "a task marked RUNNING must be polled or cancelled"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransitionToRunning {
+    /// RUNNING is set: poll the future.
+    Poll,
+    /// RUNNING is set and the task was aborted: drop the future unpolled.
+    Cancel,
+    /// Complete or being polled already (a stale id): leave it.
+    Stale,
+}
+
+/// What a task whose poll returned `Pending` does next
+/// ([`State::transition_to_idle`]).
+#[must_use = "a task woken or yielded during its poll must be pushed to its scheduler"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransitionToIdle {
+    /// Not runnable: it waits for a wake.
+    Wait,
+    /// Woken during its poll: SCHEDULED again, push it now.
+    Requeue,
+    /// Yielded through `yield_now`: SCHEDULED again, push it now or hold
+    /// it until the host's next turn.
+    Yield,
+    /// Aborted during its own poll: still RUNNING, cancel it now.
+    Cancel,
+}
+
+/// What an abort does to a task ([`State::transition_to_cancelled`]).
+#[must_use = "an idle task that was aborted must be cancelled at the next poll boundary"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransitionToCancelled {
+    /// CANCELLED set on an idle or queued task: the caller cancels it at
+    /// the next poll boundary.
+    CancelIdle,
+    /// CANCELLED set on a task being polled: cancelled when its poll
+    /// returns.
+    AtPollEnd,
+    /// Complete: nothing to do.
+    Nothing,
+}
+
 impl State {
+    /// A task popped for a poll: sets RUNNING (and clears SCHEDULED) unless
+    /// it is complete or running already.
+    #[inline(always)]
+    pub(crate) fn transition_to_running(&mut self) -> TransitionToRunning {
+        if self.is_complete() || self.is_running() {
+            return TransitionToRunning::Stale;
+        }
+        self.set_scheduled(false);
+        self.set_running(true);
+        if self.is_cancelled() {
+            TransitionToRunning::Cancel
+        } else {
+            TransitionToRunning::Poll
+        }
+    }
+
+    /// An aborted idle task is cancelled at a poll boundary: sets RUNNING
+    /// for the cancellation; `false` (nothing set) if it is complete,
+    /// running, or not aborted.
+    #[must_use = "a task marked RUNNING must be cancelled"]
+    pub(crate) fn transition_to_cancelling(&mut self) -> bool {
+        if self.is_complete() || self.is_running() || !self.is_cancelled() {
+            return false;
+        }
+        self.set_running(true);
+        true
+    }
+
+    /// A poll returned `Pending`: clears RUNNING and says what comes next
+    /// (`yielded`: the task yielded through `yield_now` during the poll).
+    /// An aborted task stays RUNNING, for its cancellation.
+    #[inline(always)]
+    pub(crate) fn transition_to_idle(&mut self, yielded: bool) -> TransitionToIdle {
+        if self.is_cancelled() {
+            return TransitionToIdle::Cancel;
+        }
+        self.set_running(false);
+        if self.is_notified() {
+            self.set_notified(false);
+            self.set_scheduled(true);
+            TransitionToIdle::Requeue
+        } else if yielded {
+            self.set_scheduled(true);
+            TransitionToIdle::Yield
+        } else {
+            TransitionToIdle::Wait
+        }
+    }
+
+    /// The task ended (its stage holds the result): COMPLETE, no longer
+    /// RUNNING, SCHEDULED or NOTIFIED. Returns whether a join handle will
+    /// read the result.
+    #[inline(always)]
+    #[must_use = "the result stays in the cell only for a join handle"]
+    pub(crate) fn transition_to_complete(&mut self) -> bool {
+        self.set_running(false);
+        self.set_notified(false);
+        self.set_scheduled(false);
+        self.set_complete();
+        self.has_join_interest()
+    }
+
+    /// `abort()`: sets CANCELLED unless the task is complete.
+    pub(crate) fn transition_to_cancelled(&mut self) -> TransitionToCancelled {
+        if self.is_complete() {
+            return TransitionToCancelled::Nothing;
+        }
+        self.set_cancelled();
+        if self.is_running() {
+            TransitionToCancelled::AtPollEnd
+        } else {
+            TransitionToCancelled::CancelIdle
+        }
+    }
+
     /// Applies a wake to the state and says what the caller must do.
     pub(crate) fn transition_to_scheduled(&mut self) -> TransitionToScheduled {
         if self.is_complete() || self.is_scheduled() {

@@ -1,5 +1,6 @@
 #![forbid(unsafe_code)]
-//! `JoinHandle`: await a task's output, abort it, or detach by dropping.
+//! [`JoinHandle`]: await a task's output, abort it, or detach by dropping;
+//! [`AbortHandle`]: abort it from anywhere.
 
 use std::fmt;
 use std::future::Future;
@@ -7,9 +8,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::error::JoinError;
-use crate::executor::abort_task;
 use crate::task::id::TaskId;
-use crate::task::raw::JoinCell;
+use crate::task::raw::{AbortRef, JoinCell};
 
 /// An owned permission to await a task's output, as in tokio.
 ///
@@ -37,7 +37,7 @@ pub struct JoinHandle<T> {
     /// result: one pointer, so that a handle is returned and stored in one
     /// register (two 32-bit halves and an `Rc` built on the stack and
     /// copied as one 16-byte value stalled store forwarding on every spawn;
-    /// perf, PROFILING.md "Findings").
+    /// perf).
     cell: JoinCell<T>,
 }
 
@@ -52,12 +52,26 @@ impl<T: 'static> JoinHandle<T> {
     /// task that completed first keeps its output: awaiting the handle then
     /// gives `Ok`. Aborting a finished task does nothing.
     pub fn abort(&self) {
-        if self.cell.mark_cancelled() {
-            // The executor drops the task at its next poll boundary (or, if
-            // it is being polled, when its poll returns, seeing the bit).
-            if let Some(remote) = self.cell.remote_if_live() {
-                abort_task(remote, self.cell.id());
-            }
+        self.cell.abort();
+    }
+
+    /// A handle that aborts the task from any thread (tokio's
+    /// `JoinHandle::abort_handle`); it does not await the output.
+    ///
+    /// ```
+    /// use tourbillon::Builder;
+    ///
+    /// let ex = Builder::new().queue("main", 1).build().unwrap();
+    /// ex.block_on(async {
+    ///     let h = ex.spawn("main", std::future::pending::<()>()).unwrap();
+    ///     let abort = h.abort_handle();
+    ///     std::thread::spawn(move || abort.abort()).join().unwrap();
+    ///     assert!(h.await.unwrap_err().is_cancelled());
+    /// });
+    /// ```
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            task: self.cell.abort_ref(),
         }
     }
 
@@ -90,6 +104,48 @@ impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
             .field("id", &self.cell.id())
+            .finish()
+    }
+}
+
+/// Aborts a task from any thread, without awaiting its output: tokio's
+/// `AbortHandle`, made by [`JoinHandle::abort_handle`].
+///
+/// `Send + Sync` and cheap to clone. On the executor's thread an abort
+/// takes effect as [`JoinHandle::abort`]'s does; from another thread it
+/// goes through the executor's inbox and takes effect at its next poll
+/// boundary. Aborting a task that ended, or whose executor is gone, does
+/// nothing. Dropping the handle does nothing to the task.
+#[derive(Clone)]
+pub struct AbortHandle {
+    task: AbortRef,
+}
+
+impl AbortHandle {
+    /// Cancels the task, as [`JoinHandle::abort`] does: an idle or queued
+    /// task is dropped at the executor's next poll boundary without being
+    /// polled again, a task being polled when its poll returns.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+
+    /// Whether the task has ended (completed, panicked or cancelled). On a
+    /// thread other than the executor's the answer may lag behind: the
+    /// task's state is written on the executor's thread.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.task.id()
+    }
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle")
+            .field("id", &self.task.id())
             .finish()
     }
 }

@@ -8,10 +8,11 @@
 //! * One static table (not one per future type) so that `Waker::will_wake`
 //!   recognises two wakers of the same task (the yield fast path relies on
 //!   it).
-//! * `wake` on the executor's own thread while it runs goes straight to the
-//!   task's queue; from any other thread, or while the executor is not
-//!   running, it goes through the executor's inbox and wakes its host. A
-//!   waker whose task ended, or whose executor is gone, does nothing.
+//! * `wake` hands the task to its sink ([`Schedule`](super::schedule::Schedule),
+//!   through the cell's vtable): the executor's, which applies it at once on
+//!   its own thread while it runs and otherwise queues it in its inbox and
+//!   wakes its host. A waker whose task ended, or whose executor is gone,
+//!   does nothing.
 
 use std::ptr::NonNull;
 use std::task::{RawWaker, RawWakerVTable, Waker};
@@ -66,7 +67,7 @@ unsafe fn wake(ptr: *const ()) {
 unsafe fn wake_by_ref(ptr: *const ()) {
     // SAFETY: the waker being woken keeps the header alive for this call.
     let header = unsafe { raw::header_ref(ptr) };
-    crate::executor::wake_task(header);
+    header.wake();
 }
 
 unsafe fn drop_waker(ptr: *const ()) {

@@ -1,0 +1,321 @@
+//! The task header: the part of a task cell that wakers may see on any
+//! thread (reference count, vtable, id, sink, queue, state bits), its
+//! reference counting, and the vtable type every cell points to.
+
+use std::any::TypeId;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use super::cell::{Finish, PollCode};
+use crate::boundary::Payload;
+use crate::sync::{fence, AtomicU32};
+use crate::task::id::TaskId;
+use crate::task::state::State;
+
+/// The part of a task that wakers may see, on any thread.
+pub(crate) struct Header {
+    /// Owners of the cell (the slab entry and every cloned waker) in the low
+    /// 29 bits, [`HANDLE`] (the join handle holds the cell too),
+    /// [`SINK_OWNED`], and [`NOTIFIED`] in the top bit: set by a
+    /// foreign-thread wake until the executor drains it from the inbox, so
+    /// that many foreign wakes before that enqueue the id once. One 32-bit
+    /// word for all keeps the header, read on every poll, at 32 bytes
+    /// (with `state` and `queue` beside it in one 8-byte slot).
+    refs: AtomicU32,
+    vtable: &'static TaskVTable,
+    pub(crate) id: TaskId,
+    /// Where the task's wakes and aborts go ([`Schedule`]: the executor's
+    /// thread-safe half), type-erased: the vtable's `wake`, `abort`,
+    /// `retain_sink` and `release_sink` know its type. Not counted while
+    /// the slab holds the task (the slab's own `Arc` keeps it alive then: no
+    /// atomic reference-count traffic per task). When the slab lets go while
+    /// wakers remain, the cell takes a counted reference ([`SINK_OWNED`]),
+    /// so that a waker that outlives the executor stays harmless.
+    pub(super) sink: NonNull<()>,
+    /// The task's queue (fixed at spawn). Its group is not stored here: it
+    /// is the task's own (derived from the id) unless the state says
+    /// `KEYED`, and then the slab keeps it.
+    pub(crate) queue: u16,
+    /// The executor-side state bits ([`State`]), kept here rather than in
+    /// the slab entry so that a poll reads one place, the cell it polls.
+    /// Only the executor's thread touches it, with relaxed loads and stores
+    /// (plain moves, no read-modify-write): an atomic only so that the
+    /// header is `Sync` for wakers on other threads, which never read it.
+    state: AtomicU8,
+    /// What the stage holds ([`stage`] tags): executor thread only, as
+    /// `state`. Kept apart from the stage's bytes so that the stage is a
+    /// union whose result a join handle reads in place, typed, at a fixed
+    /// offset ([`TaskVTable::stage_offset`]).
+    stage: AtomicU8,
+}
+
+// Compile-time check: the header stays at 32 bytes (it is read on every
+// poll and allocated with every task); loom's atomics are larger.
+#[cfg(not(tourbillon_loom))]
+const _: () = assert!(std::mem::size_of::<Header>() == 32);
+
+// SAFETY: the header's fields are atomics, plain data and the pointer to the
+// sink, a `Schedule` (so `Send + Sync`) alive whenever the header is
+// reachable (see `Header::sink`); nothing in it is tied to a thread.
+unsafe impl Send for Header {}
+// SAFETY: as above: shared access only reads plain data, uses atomics, or
+// reaches the `Sync` sink.
+unsafe impl Sync for Header {}
+
+// Compile-time check: wakers may carry a header reference to any thread.
+const _: () = {
+    const fn assert_sync<T: Sync + Send>() {}
+    assert_sync::<Header>();
+};
+
+/// The "in the inbox" bit of [`Header::refs`]; the rest counts references.
+const NOTIFIED: u32 = 1 << 31;
+/// Set (once, by the slab when it gives up its reference while wakers
+/// remain) when the cell owns a counted reference to its sink, released
+/// with the cell.
+pub(super) const SINK_OWNED: u32 = 1 << 30;
+/// Set while the task's join handle holds the cell: an owner apart from
+/// the count, so that the slab's and the wakers' releases (the count) and
+/// the handle's (this bit) each tell whether they were the last without
+/// the other's help. Cleared once, by the handle.
+pub(super) const HANDLE: u32 = 1 << 29;
+/// The reference count's bits.
+pub(super) const REF_MASK: u32 = !(NOTIFIED | SINK_OWNED | HANDLE);
+
+impl Header {
+    /// Builds the header of a new cell: one reference (the slab's), plus
+    /// the join handle's bit when `handle`.
+    #[inline(always)]
+    pub(super) fn new(
+        vtable: &'static TaskVTable,
+        id: TaskId,
+        sink: NonNull<()>,
+        queue: u16,
+        state: State,
+        handle: bool,
+    ) -> Header {
+        Header {
+            refs: AtomicU32::new(if handle { 1 | HANDLE } else { 1 }),
+            vtable,
+            id,
+            sink,
+            queue,
+            state: AtomicU8::new(state.bits()),
+            stage: AtomicU8::new(stage::RUNNING),
+        }
+    }
+
+    /// The cell's vtable.
+    #[inline]
+    pub(super) fn vtable(&self) -> &'static TaskVTable {
+        self.vtable
+    }
+
+    /// The reference word ([`NOTIFIED`], [`SINK_OWNED`], [`HANDLE`] and the
+    /// count).
+    #[inline]
+    pub(super) fn refs(&self) -> &AtomicU32 {
+        &self.refs
+    }
+
+    /// Applies `f` to the reference word atomically while it returns
+    /// `Some(new)`; returns the word `f` last saw (unchanged when `f`
+    /// returned `None`). A compare-exchange loop rather than `fetch_or` or
+    /// `fetch_and`: loom models it correctly (loom 0.7 lets a store slip
+    /// inside a read-modify-write, tokio-rs/loom#254).
+    #[inline]
+    pub(super) fn update_refs(&self, f: impl Fn(u32) -> Option<u32>) -> u32 {
+        let mut cur = self.refs.load(Ordering::Acquire);
+        while let Some(new) = f(cur) {
+            match self
+                .refs
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return cur,
+                Err(now) => cur = now,
+            }
+        }
+        cur
+    }
+
+    /// Sets the "in the inbox" bit; `true` if it was clear (the caller
+    /// enqueues the id: several foreign wakes before the executor drains
+    /// its inbox enqueue the task once).
+    pub(crate) fn mark_notified(&self) -> bool {
+        let seen = self.update_refs(|cur| (cur & NOTIFIED == 0).then_some(cur | NOTIFIED));
+        seen & NOTIFIED == 0
+    }
+
+    /// Clears the "in the inbox" bit, before the executor applies the wake
+    /// (so that a foreign wake after this point enqueues again).
+    pub(crate) fn clear_notified(&self) {
+        self.update_refs(|cur| (cur & NOTIFIED != 0).then_some(cur & !NOTIFIED));
+    }
+
+    /// Records that the cell owns a counted reference to its sink (slab
+    /// only, once, before it gives up its own reference).
+    pub(super) fn set_sink_owned(&self) {
+        self.update_refs(|cur| (cur & SINK_OWNED == 0).then_some(cur | SINK_OWNED));
+    }
+
+    /// Sends a wake of this task to its sink (the waker's `wake`, any
+    /// thread).
+    #[inline]
+    pub(crate) fn wake(&self) {
+        // SAFETY: the vtable was made for this cell's sink type
+        // (`OwnedTask::new`), and whoever reaches the header keeps the sink
+        // alive (see `Header::sink`).
+        unsafe { (self.vtable.wake)(self) }
+    }
+
+    /// Sends an abort of this task to its sink (any thread).
+    pub(crate) fn abort(&self) {
+        // SAFETY: as for `wake`.
+        unsafe { (self.vtable.abort)(self) }
+    }
+
+    /// The executor-side state bits (executor thread only).
+    #[inline]
+    pub(crate) fn state(&self) -> State {
+        State::from_bits(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Replaces the executor-side state bits (executor thread only).
+    #[inline]
+    pub(crate) fn set_state(&self, state: State) {
+        self.state.store(state.bits(), Ordering::Relaxed)
+    }
+
+    /// Applies `f` to the state bits (executor thread only).
+    #[inline]
+    pub(crate) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.state();
+        let r = f(&mut st);
+        self.set_state(st);
+        r
+    }
+
+    /// What the stage holds (executor thread only).
+    #[inline]
+    pub(super) fn stage(&self) -> u8 {
+        self.stage.load(Ordering::Relaxed)
+    }
+
+    /// Records what the stage holds (executor thread only).
+    #[inline]
+    pub(super) fn set_stage(&self, tag: u8) {
+        self.stage.store(tag, Ordering::Relaxed)
+    }
+}
+
+/// The functions of one cell type (a future type and a sink type): one
+/// static table per pair.
+pub(super) struct TaskVTable {
+    pub(super) poll: PollFn,
+    pub(super) cancel: unsafe fn(NonNull<Header>) -> Finish,
+    pub(super) drop_stage: unsafe fn(NonNull<Header>) -> Option<Payload>,
+    pub(super) dealloc: unsafe fn(NonNull<Header>),
+    /// `Schedule::wake` of the sink.
+    pub(super) wake: unsafe fn(&Header),
+    /// `Schedule::abort` of the sink.
+    pub(super) abort: unsafe fn(&Header),
+    /// Adds a counted reference to the sink (`Arc::increment_strong_count`).
+    pub(super) retain_sink: unsafe fn(NonNull<()>),
+    /// Gives up a counted reference to the sink.
+    pub(super) release_sink: unsafe fn(NonNull<()>),
+    /// Where the stage starts in the cell: a join handle, which knows the
+    /// output type but not the future's, reads the result there in place
+    /// (no call, and no result written field by field into the caller's
+    /// memory and read back whole: a store-forwarding stall per join).
+    pub(super) stage_offset: usize,
+    pub(super) output_type: fn() -> TypeId,
+}
+
+/// A cell's poll function.
+pub(super) type PollFn = unsafe fn(NonNull<Header>) -> PollCode;
+
+/// The tags of [`Header::stage`]: what the stage's bytes hold.
+pub(super) mod stage {
+    /// The future (pinned: dropped in place, never moved).
+    pub(in crate::task::raw) const RUNNING: u8 = 0;
+    /// The future's output.
+    pub(in crate::task::raw) const FINISHED: u8 = 1;
+    /// Nothing: the future was dropped unpolled (`abort`); the join handle
+    /// reads `JoinError::Cancelled`.
+    pub(in crate::task::raw) const CANCELLED: u8 = 2;
+    /// A boxed panic payload.
+    pub(in crate::task::raw) const PANICKED: u8 = 3;
+    /// Nothing: the result was read, or dropped.
+    pub(in crate::task::raw) const CONSUMED: u8 = 4;
+}
+
+/// Adds a reference (a waker clone).
+///
+/// # Safety
+/// `ptr` points to a live task header, kept alive by a reference the caller
+/// holds or borrows.
+pub(crate) unsafe fn retain(ptr: NonNull<Header>) {
+    // SAFETY: the header is alive per the contract.
+    let old = unsafe { ptr.as_ref() }.refs.fetch_add(1, Ordering::Relaxed);
+    if old & REF_MASK > REF_MASK / 2 {
+        // Same policy as `Arc`: a reference count this large means wakers
+        // are being leaked in a loop; aborting beats an overflow.
+        std::process::abort();
+    }
+}
+
+/// Gives up one reference, freeing the cell if it was the last.
+///
+/// # Safety
+/// The caller owns one reference to the live header at `ptr` and does not use
+/// `ptr` afterwards.
+pub(crate) unsafe fn release(ptr: NonNull<Header>) {
+    // SAFETY: the caller's reference keeps the header alive until this
+    // decrement.
+    let header = unsafe { ptr.as_ref() };
+    // Fast path: a count of 1 without the handle's bit is our own reference
+    // alone, and no one can add one without holding a reference, so no
+    // atomic read-modify-write is needed (the Acquire load pairs with the
+    // Release decrements of other owners).
+    let last = |refs: u32| refs & REF_MASK == 1 && refs & HANDLE == 0;
+    if !last(header.refs.load(Ordering::Acquire)) {
+        if !last(header.refs.fetch_sub(1, Ordering::Release)) {
+            return;
+        }
+        // Synchronise with every other release before freeing (as `Arc`
+        // does).
+        fence(Ordering::Acquire);
+    }
+    // SAFETY: that was the last reference.
+    unsafe { free(ptr) };
+}
+
+/// Frees the cell at `ptr`, and the counted sink reference it may own.
+///
+/// # Safety
+/// The caller gave up the last reference (count and handle) and
+/// synchronised with every earlier release.
+pub(super) unsafe fn free(ptr: NonNull<Header>) {
+    // SAFETY: the caller was the last owner: the cell is alive and ours.
+    let header = unsafe { ptr.as_ref() };
+    let owned_sink = (header.refs.load(Ordering::Relaxed) & SINK_OWNED != 0).then_some(header.sink);
+    let vtable = header.vtable;
+    let dealloc = vtable.dealloc;
+    // SAFETY: that was the last reference; nobody else can reach the cell.
+    unsafe { dealloc(ptr) };
+    if let Some(sink) = owned_sink {
+        // SAFETY: the counted reference the slab gave the cell
+        // (`OwnedTask::release_ref`), given up once, with the cell.
+        unsafe { (vtable.release_sink)(sink) };
+    }
+}
+
+/// Borrows the header behind a waker's data pointer.
+///
+/// # Safety
+/// `ptr` came from a waker built by `task::waker` whose reference (owned or
+/// borrowed) is alive for `'a`.
+pub(crate) unsafe fn header_ref<'a>(ptr: *const ()) -> &'a Header {
+    // SAFETY: per the contract, `ptr` is a live `Header`.
+    unsafe { &*(ptr as *const Header) }
+}

@@ -1,0 +1,224 @@
+//! [`JoinCell`]: the join handle's hold on a task cell, through which it
+//! reads the task's result in place and aborts it.
+
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+use std::task::{Poll, Waker};
+
+use super::cell::{join_waker_ptr, RawTask};
+use super::header::{free, retain, stage, Header, HANDLE, REF_MASK};
+use crate::boundary;
+use crate::error::JoinError;
+use crate::task::id::TaskId;
+use crate::task::state::State;
+
+/// The join handle's hold on a task cell whose output is `T`: the
+/// [`HANDLE`] part of its reference word. The handle reads the result in
+/// the cell, where the task left it, without the slab: the slab lets go of
+/// a completed task at once, and the handle frees the cell when it is the
+/// last to let go. `!Send`: it lives on the executor's thread, the only one
+/// that touches the state bits, the joiner's waker and the stage.
+pub(crate) struct JoinCell<T> {
+    ptr: NonNull<Header>,
+    _output: PhantomData<fn() -> T>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<T> JoinCell<T> {
+    fn header(&self) -> &Header {
+        // SAFETY: the handle's bit keeps the cell alive while `self` lives.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The task's id.
+    pub(crate) fn id(&self) -> TaskId {
+        self.header().id
+    }
+
+    /// The task's state bits.
+    pub(crate) fn state(&self) -> State {
+        self.header().state()
+    }
+}
+
+impl<T: 'static> JoinCell<T> {
+    /// Takes over the handle's part of the reference word of `raw`.
+    ///
+    /// # Safety
+    /// `raw` is a live cell made by `OwnedTask::new::<F>` with `handle` set
+    /// and `F::Output == T`, on this thread, and no other `JoinCell` was
+    /// made of it.
+    pub(crate) unsafe fn adopt(raw: RawTask) -> Self {
+        Self {
+            ptr: raw.ptr,
+            _output: PhantomData,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Aborts the task (the join handle's `abort`, on the executor's
+    /// thread): sets its CANCELLED bit, unless it is complete or cancelled
+    /// already, and then tells its sink, which drops it at the next poll
+    /// boundary (or, if it is being polled, when its poll returns, seeing
+    /// the bit). A complete task never reaches its sink: the executor, and
+    /// with it the sink, may be gone by then.
+    pub(crate) fn abort(&self) {
+        let header = self.header();
+        let marked = header.update_state(|st| {
+            if st.is_complete() || st.is_cancelled() {
+                return false;
+            }
+            st.set_cancelled();
+            true
+        });
+        if marked {
+            header.abort();
+        }
+    }
+
+    /// A counted reference to the cell for an abort handle, which may
+    /// travel to other threads.
+    pub(crate) fn abort_ref(&self) -> AbortRef {
+        // SAFETY: the handle's bit keeps the cell alive for the call; the
+        // new reference is owned by the returned value.
+        unsafe { retain(self.ptr) };
+        AbortRef { ptr: self.ptr }
+    }
+
+    /// The result, if the task is complete: moved out of the cell (a second
+    /// call gives `Cancelled`); else registers `waker` as the joiner's.
+    #[inline]
+    pub(crate) fn poll_result(&self, waker: &Waker) -> Poll<Result<T, JoinError>> {
+        let st = self.state();
+        if st.is_complete() && !st.is_running() {
+            // SAFETY: `JoinCell` is `!Send`, so we are on the executor
+            // thread; COMPLETE and not RUNNING: the future is gone and no
+            // stage operation is in progress (the slab released the task,
+            // or is about to without touching the stage); `T` is the output
+            // type (`adopt`'s contract).
+            if let Some(result) = unsafe { RawTask { ptr: self.ptr }.take_result::<T>() } {
+                return Poll::Ready(result);
+            }
+        }
+        self.set_join_waker(waker);
+        Poll::Pending
+    }
+
+    /// Registers the waker of the task's joiner (kept if it would wake the
+    /// same task).
+    fn set_join_waker(&self, waker: &Waker) {
+        // SAFETY: executor thread (`!Send`), the only one that touches the
+        // joiner's waker; the reference into the cell ends before any user
+        // code runs (the clone is made first, the old waker dropped after).
+        let slot = unsafe { &mut *join_waker_ptr(self.ptr) };
+        if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return;
+        }
+        let new = Some(waker.clone());
+        // SAFETY: as above; `waker.clone()` may have run user code, so the
+        // slot is borrowed anew.
+        let old = std::mem::replace(unsafe { &mut *join_waker_ptr(self.ptr) }, new);
+        drop(old);
+    }
+}
+
+impl<T> Drop for JoinCell<T> {
+    /// The handle lets go: a task still running is detached (its output is
+    /// dropped when it completes); the unread result of a completed one is
+    /// dropped here. The cell is freed if nothing else holds it.
+    fn drop(&mut self) {
+        // SAFETY: the handle's bit keeps the cell alive until `release`
+        // below; `!Send`: executor thread.
+        let header = unsafe { self.ptr.as_ref() };
+        let st = header.update_state(|st| {
+            st.set_join_interest(false);
+            *st
+        });
+        // SAFETY: executor thread, the only one that touches the joiner's
+        // waker; dropped after the last use of the cell below.
+        let join_waker = unsafe { (*join_waker_ptr(self.ptr)).take() };
+        if st.is_complete() && !st.is_running() && header.stage() != stage::CONSUMED {
+            // SAFETY: executor thread; complete and not running: no stage
+            // operation in progress. Dropping an unread result (it may run
+            // user code, which cannot reach this cell's stage). Its panic
+            // is dropped: the handle's owner let go of the result.
+            if let Some(p) = unsafe { RawTask { ptr: self.ptr }.drop_stage() } {
+                boundary::drop_payload(p);
+            }
+        }
+        let cur = header.refs().load(Ordering::Acquire);
+        if cur & REF_MASK == 0 {
+            // The slab let go and no waker holds the cell: nobody else can
+            // reach it. The common case: a task joined after it completed.
+            // SAFETY: the last owner, synchronised by the Acquire load with
+            // the Release of the slab's and the wakers' releases.
+            unsafe { free(self.ptr) };
+        } else {
+            let cur = header.update_refs(|cur| Some(cur & !HANDLE));
+            if cur & REF_MASK == 0 {
+                // The last waker let go between the load and the exchange.
+                // SAFETY: we were the last owner (AcqRel synchronises).
+                unsafe { free(self.ptr) };
+            }
+        }
+        drop(join_waker);
+    }
+}
+
+/// A counted reference to a task cell that only aborts the task or reads
+/// whether it ended: what an abort handle holds. `Send + Sync`: it touches
+/// only the header's `Sync` parts (and the state bits through a relaxed
+/// load, which on another thread may lag behind the executor's thread).
+pub(crate) struct AbortRef {
+    ptr: NonNull<Header>,
+}
+
+// SAFETY: an `AbortRef` owns one reference to the cell, like a waker, and
+// reaches only the header, which is `Send + Sync`; releasing it on any
+// thread is what wakers do (the cell is freed there only when its stage
+// holds nothing: see the module docs of `task::raw`).
+unsafe impl Send for AbortRef {}
+// SAFETY: as above: `&AbortRef` gives access to the `Sync` header only.
+unsafe impl Sync for AbortRef {}
+
+impl AbortRef {
+    fn header(&self) -> &Header {
+        // SAFETY: `self` owns a reference, so the header is alive.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The task's id.
+    pub(crate) fn id(&self) -> TaskId {
+        self.header().id
+    }
+
+    /// Whether the task has ended, as last seen from this thread.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.header().state().is_complete()
+    }
+
+    /// Sends an abort of the task to its sink, from any thread: on the
+    /// executor's own thread it is applied at once, from any other it goes
+    /// through the executor's inbox (an ended task, or an executor that is
+    /// gone, ignores it).
+    pub(crate) fn abort(&self) {
+        self.header().abort();
+    }
+}
+
+impl Clone for AbortRef {
+    fn clone(&self) -> Self {
+        // SAFETY: `self` owns a reference, so the header is alive; the new
+        // reference is owned by the clone.
+        unsafe { retain(self.ptr) };
+        AbortRef { ptr: self.ptr }
+    }
+}
+
+impl Drop for AbortRef {
+    fn drop(&mut self) {
+        // SAFETY: `self` owns one reference, given up once, here.
+        unsafe { super::header::release(self.ptr) };
+    }
+}
