@@ -14,7 +14,7 @@ use std::rc::Rc;
 use super::core::Core;
 use crate::task::current;
 use crate::task::harness::PollScope;
-use crate::task::id::TaskId;
+use crate::task::raw::RawTask;
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
@@ -71,8 +71,8 @@ pub(crate) struct TaskScope;
 
 impl PollScope for TaskScope {
     #[inline(always)]
-    fn enter(&self, header: *const (), id: TaskId) {
-        current::enter(header, id);
+    fn enter(&self, task: RawTask) {
+        current::enter(task);
     }
 
     #[inline(always)]

@@ -1,4 +1,3 @@
-#![forbid(unsafe_code)]
 //! The task being polled on this thread: set by the run loop around each
 //! poll (through the harness's `PollScope`), read by `yield_now`'s fast
 //! path and by `task::id()`. A run saves and restores the marker of an
@@ -7,13 +6,11 @@
 use std::cell::Cell;
 
 use super::id::TaskId;
+use super::raw::{self, RawTask};
 
 thread_local! {
     /// Header address of the task this thread is polling (null if none).
     static POLLING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
-    /// The id of the task this thread is polling (valid while `POLLING`
-    /// is not null).
-    static POLLING_ID: Cell<TaskId> = const { Cell::new(TaskId::new(0, 0)) };
     /// Set by `yield_now` when it yields the task being polled.
     static YIELDED: Cell<bool> = const { Cell::new(false) };
 }
@@ -25,7 +22,6 @@ thread_local! {
 /// per run rather than once per poll.
 pub(crate) struct RunMarker {
     header: *const (),
-    id: TaskId,
     yielded: bool,
 }
 
@@ -34,7 +30,6 @@ pub(crate) struct RunMarker {
 pub(crate) fn begin_run() -> RunMarker {
     RunMarker {
         header: POLLING.with(|p| p.replace(std::ptr::null())),
-        id: POLLING_ID.with(Cell::get),
         yielded: YIELDED.with(|y| y.replace(false)),
     }
 }
@@ -42,17 +37,14 @@ pub(crate) fn begin_run() -> RunMarker {
 impl Drop for RunMarker {
     fn drop(&mut self) {
         let _ = POLLING.try_with(|p| p.set(self.header));
-        let _ = POLLING_ID.try_with(|p| p.set(self.id));
         let _ = YIELDED.try_with(|y| y.set(self.yielded));
     }
 }
 
-/// Marks the start of a poll of the task whose header is at `header`, with
-/// id `id` (inside a run: see [`begin_run`]).
+/// Marks the start of a poll of `task` (inside a run: see [`begin_run`]).
 #[inline(always)]
-pub(crate) fn enter(header: *const (), id: TaskId) {
-    POLLING.with(|p| p.set(header));
-    POLLING_ID.with(|p| p.set(id));
+pub(crate) fn enter(task: RawTask) {
+    POLLING.with(|p| p.set(task.header_addr()));
     YIELDED.with(|y| y.set(false));
 }
 
@@ -66,8 +58,16 @@ pub(crate) fn leave() -> bool {
 
 /// The id of the task this thread is polling, if any (`task::try_id`).
 pub(crate) fn task_id() -> Option<TaskId> {
-    let polling = POLLING.try_with(|p| !p.get().is_null()).unwrap_or(false);
-    polling.then(|| POLLING_ID.with(Cell::get))
+    let header = POLLING.try_with(Cell::get).ok()?;
+    if header.is_null() {
+        return None;
+    }
+    // SAFETY: `POLLING` is not null only between `enter` and `leave` of one
+    // poll on this thread (a nested run clears it and restores it after,
+    // `begin_run`), and `enter` stores the header of a `RawTask` the harness
+    // is polling: its RUNNING bit keeps the cell alive until the poll
+    // returns, so the header is alive while this thread is inside that poll.
+    Some(unsafe { raw::header_ref(header) }.id)
 }
 
 /// Whether this thread is polling a task right now.

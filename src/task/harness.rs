@@ -24,9 +24,8 @@ use crate::boundary::{self, Payload};
 /// the future is polled, left just after (also when the poll panicked:
 /// the harness catches the panic inside the poll).
 pub(crate) trait PollScope {
-    /// The task whose header is at `header` (its wakers' data pointer),
-    /// with id `id`, is about to be polled on this thread.
-    fn enter(&self, header: *const (), id: TaskId);
+    /// `task` is about to be polled on this thread.
+    fn enter(&self, task: RawTask);
     /// The poll returned; `true` if the task yielded through `yield_now`'s
     /// fast path during it.
     fn leave(&self) -> bool;
@@ -254,8 +253,7 @@ pub(crate) fn poll_task<S: Schedule, P: PollScope>(
         let finish = unsafe { raw.cancel() };
         return ended(slab, id, raw, finish, take_panic, true, done);
     }
-    // SAFETY: RUNNING keeps the cell alive for the poll.
-    scope.enter(raw.header_addr(), unsafe { raw.header_unbound() }.id);
+    scope.enter(raw);
     // SAFETY: as above.
     let code = unsafe { raw.poll(second_site) };
     let yielded = scope.leave();
@@ -389,7 +387,9 @@ mod tests {
     }
 
     impl PollScope for Scope {
-        fn enter(&self, _header: *const (), id: TaskId) {
+        fn enter(&self, task: RawTask) {
+            // SAFETY: the harness enters a task it polls: RUNNING keeps it.
+            let id = unsafe { task.header_unbound() }.id;
             assert_eq!(self.polling.replace(Some(id)), None, "one poll at a time");
         }
         fn leave(&self) -> bool {
@@ -525,8 +525,9 @@ mod tests {
         let polled = {
             struct WakeInPoll<'a>(&'a Scope, &'a RefCell<TaskSlab<Recorder>>);
             impl PollScope for WakeInPoll<'_> {
-                fn enter(&self, h: *const (), id: TaskId) {
-                    self.0.enter(h, id);
+                fn enter(&self, task: RawTask) {
+                    self.0.enter(task);
+                    let id = self.0.polling.get().unwrap();
                     let st = self.1.borrow();
                     let e = st.get(id).unwrap();
                     assert_eq!(
@@ -551,8 +552,8 @@ mod tests {
         let polled = {
             struct Yields<'a>(&'a Scope);
             impl PollScope for Yields<'_> {
-                fn enter(&self, h: *const (), id: TaskId) {
-                    self.0.enter(h, id);
+                fn enter(&self, task: RawTask) {
+                    self.0.enter(task);
                 }
                 fn leave(&self) -> bool {
                     self.0.leave();

@@ -90,7 +90,8 @@
 // In the task machinery, `unsafe` is confined to `raw/` (the cell and its
 // vtable), `harness.rs` (the calls that touch a stage, each guarded by the
 // bits above), `slab.rs` (making a cell), `cache.rs` (raw memory for
-// cells: allocation and the per-thread free lists) and `waker.rs`. The
+// cells: allocation and the per-thread free lists), `current.rs` (the id of the polled task) and
+// `waker.rs`. The
 // invariants are listed at the top of `raw/mod.rs`, `slab.rs` and
 // `cache.rs`. The only other `unsafe` of the crate is the `rdtsc`
 // intrinsic call of the clock (`clock/tsc.rs`). Every other module says
