@@ -23,9 +23,8 @@
 //! ratio); tokio `current_thread` with `tokio::spawn`; async-executor
 //! `LocalExecutor`; futures `LocalPool` (`spawn_local_with_handle`);
 //! clockworker 0.1.1 with `RunnableFifo` and with `LAS` (its executor runs as
-//! a task of a tokio `LocalSet`); glommio 0.9 `LocalExecutor` with
-//! `--features bench-glommio` (reported as unavailable when it cannot start,
-//! e.g. without io_uring).
+//! a task of a tokio `LocalSet`); glommio 0.9 `LocalExecutor` (reported as
+//! unavailable when it cannot start, e.g. without io_uring).
 //!
 //! Systems are alternated round by round (A B C ... A B C ...), with a fresh
 //! executor or runtime per round, in one process pinned to CPU 1. After the
@@ -34,16 +33,21 @@
 //! and W2. Prints a table per workload (median / min / max, ns per unit,
 //! ratio of medians to tokio `LocalSet`), the memory table and the project's
 //! targets; writes `compare.json` and `compare.svg` (ratios, log scale) to
-//! `target/compare/` or `--out DIR`.
+//! `compare/` in the target directory (`target/compare/` at the repository
+//! root by default) or to `--out DIR` (a relative `DIR` is relative to
+//! benches/peers, where cargo runs this bench).
 //!
-//! Usage: `cargo bench --bench compare [--features bench-glommio] [--
-//! --rounds N --quick --no-pin --out DIR --only NAME,NAME
-//! --tokio-enable-all]`. `--quick`: 3 rounds and a tenth of the sizes
-//! (labelled); `--only`: the systems whose names contain one of the words,
-//! plus the baseline; `--tokio-enable-all`: tokio runtimes with I/O and time
-//! drivers (see `tokio_rt`). Unknown flags (such as `--bench`, which cargo
-//! passes) are ignored.
+//! This bench is the target of the workspace member `tourbillon-peers`
+//! (benches/peers), whose dependencies are the peers, so that they are not
+//! the library's. Usage, from the repository root:
+//! `cargo bench -p tourbillon-peers --bench compare [-- --rounds N --quick
+//! --no-pin --out DIR --only NAME,NAME --tokio-enable-all]`. `--quick`: 3
+//! rounds and a tenth of the sizes (labelled); `--only`: the systems whose
+//! names contain one of the words, plus the baseline; `--tokio-enable-all`:
+//! tokio runtimes with I/O and time drivers (see `tokio_rt`). Unknown flags
+//! (such as `--bench`, which cargo passes) are ignored.
 
+#[path = "../../common/mod.rs"]
 mod common;
 
 use common::{json_str, median};
@@ -581,11 +585,9 @@ fn run_clockworker(kind: CwKind, w: Workload, sz: &Sizes) -> Result<Sample, Stri
     Ok(sample)
 }
 
-/// glommio 0.9 `LocalExecutor` (`--features bench-glommio`).
-#[cfg(feature = "bench-glommio")]
+/// glommio 0.9 `LocalExecutor`.
 struct Glommio;
 
-#[cfg(feature = "bench-glommio")]
 impl Sys for Glommio {
     type Handle<T: 'static> = glommio::Task<T>;
 
@@ -606,7 +608,6 @@ impl Sys for Glommio {
     }
 }
 
-#[cfg(feature = "bench-glommio")]
 fn run_glommio(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     let sz = *sz;
     let run = move || -> Result<Sample, String> {
@@ -621,7 +622,6 @@ fn run_glommio(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     }
 }
 
-#[cfg(feature = "bench-glommio")]
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         format!("panicked: {s}")
@@ -646,8 +646,7 @@ struct System_ {
 }
 
 fn systems() -> Vec<System_> {
-    #[cfg_attr(not(feature = "bench-glommio"), allow(unused_mut))]
-    let mut v: Vec<(&'static str, Runner)> = vec![
+    let v: Vec<(&'static str, Runner)> = vec![
         ("tokio LocalSet", Box::new(run_tokio_local)),
         ("tokio spawn", Box::new(run_tokio_spawn)),
         (
@@ -672,11 +671,9 @@ fn systems() -> Vec<System_> {
             "clockworker 0.1.1 LAS",
             Box::new(|w, sz| run_clockworker(CwKind::Las, w, sz)),
         ),
+        ("glommio 0.9 LocalExecutor", Box::new(run_glommio)),
     ];
-    #[cfg(feature = "bench-glommio")]
-    v.push(("glommio 0.9 LocalExecutor", Box::new(run_glommio)));
-    let mut out: Vec<System_> = v
-        .into_iter()
+    v.into_iter()
         .map(|(name, run)| System_ {
             name,
             run,
@@ -684,17 +681,7 @@ fn systems() -> Vec<System_> {
             samples: Default::default(),
             memory: [None, None],
         })
-        .collect();
-    if !cfg!(feature = "bench-glommio") {
-        out.push(System_ {
-            name: "glommio 0.9 LocalExecutor",
-            run: Box::new(|_, _| Err("not built".into())),
-            status: Err("not built (cargo bench --bench compare --features bench-glommio)".into()),
-            samples: Default::default(),
-            memory: [None, None],
-        });
-    }
-    out
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -1130,6 +1117,22 @@ impl Target {
 
 // ---------------------------------------------------------------------------
 
+/// `compare/` in the target directory of this executable (which cargo
+/// builds at `TARGET/release/deps/compare-HASH`), whatever the working
+/// directory (cargo runs a bench in its package's directory,
+/// benches/peers); `target/compare` if the executable's path does not
+/// have that shape.
+fn default_out() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let deps = exe.parent()?;
+            (deps.file_name()? == "deps").then_some(())?;
+            Some(deps.parent()?.parent()?.join("compare"))
+        })
+        .unwrap_or_else(|| PathBuf::from("target/compare"))
+}
+
 fn main() {
     let wall = Instant::now();
     let args = common::Args::from_env();
@@ -1141,7 +1144,7 @@ fn main() {
         .max(1);
     let out = value("--out")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/compare"));
+        .unwrap_or_else(default_out);
     let pinned = !args.flag("--no-pin");
     if pinned {
         common::pin_to_cpu1();
