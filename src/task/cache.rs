@@ -4,11 +4,10 @@
 //! task costs a `malloc` and a `free`, and when a burst of tasks ends, the
 //! allocator may hand the freed memory back to the kernel (glibc trims the
 //! top of its heap) only to fault it in again, page by page, for the next
-//! burst. Measured on the headline benchmark (see PROFILING.md) that cost a
-//! quarter of the time. So a freed cell goes to a cache of its thread and the
-//! next spawn of a cell of the same size class takes it back (callgrind, a
-//! reused executor, rounds 2 and 3 of the headline workload: 2,490 -> 2,186
-//! instructions per task).
+//! burst: on the headline workload, page faults become a large part of the
+//! time (PROFILING.md, "Why timings move"). So a freed cell goes to a cache
+//! of its thread and the next spawn of a cell of the same size class takes
+//! it back.
 //!
 //! * Size classes 8 bytes apart, one per cell size, up to
 //!   [`MAX_CACHED_SIZE`] (alignment at most 16); a cell of another layout
@@ -19,11 +18,10 @@
 //!   cell goes back to the global allocator. The cache's blocks are freed
 //!   when its thread exits, or by [`trim_cell_cache`]. The bound is the
 //!   memory a thread keeps after its largest burst of tasks, as glibc keeps
-//!   freed memory that is not at the top of its heap. It was 8 MiB until a
-//!   process that alternated two bursts (50,000 cells of one class, 100,000
-//!   of another: 12 MiB together, `benches/compare.rs`) sent most cells of
-//!   the second to `malloc` and `free` each round: 60 against 50 ns per
-//!   spawned task.
+//!   freed memory that is not at the top of its heap. It holds two bursts of
+//!   different sizes (50,000 cells of one class and 100,000 of another, 12
+//!   MiB together, as the peer comparison's workloads alternate them), so
+//!   that neither falls back to `malloc` and `free` each round.
 //! * A cell freed on another thread (its last waker dropped there) goes to
 //!   that thread's cache (or to the global allocator while that thread is
 //!   exiting).
@@ -51,8 +49,7 @@ const CLASSES: usize = MAX_CACHED_SIZE / STEP;
 /// glibc's `malloc` gives a request of `n` bytes a chunk of `n + 8` rounded
 /// up to 16 (its size word, then 16-byte alignment), so the 88-byte cells
 /// of the headline benchmark, which 16-byte classes rounded up to 96, took
-/// 112 bytes of heap each, and take 96 at their own size (PROFILING.md,
-/// finding 16). Allocators with size classes of their own round the
+/// 112 bytes of heap each, and take 96 at their own size. Allocators with size classes of their own round the
 /// cell's size, as they would have rounded the class's.
 const fn class_size(class: usize) -> usize {
     (class + 1) * STEP
@@ -156,7 +153,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
 }
 
 /// Frees the task cells this thread's cache keeps (up to 32 MiB after a
-/// burst of tasks; see the README, "Memory") to the global
+/// burst of tasks) to the global
 /// allocator, and returns how many bytes that was. For a long-lived thread
 /// whose executor will not see such a burst again; the next spawns then
 /// allocate afresh.

@@ -43,7 +43,7 @@ use crate::error::JoinError;
 /// every lookup reads the header next anyway), state bits, queue and group.
 /// One word: the slab builds its entry in registers (a 12-byte entry was
 /// built on the stack and copied as 16 bytes, a store-forwarding stall per
-/// spawn; perf, PROFILING.md "Findings").
+/// spawn; perf).
 pub(crate) struct TaskEntry {
     pub(super) task: OwnedTask,
 }

@@ -70,7 +70,7 @@ pub(super) union Stage<F: Future> {
 
 // Compile-time check: the cell of a task whose future and output are (about)
 // empty is 56 bytes: the header, the joiner's waker and an 8-byte stage
-// (room for a boxed panic payload; README, "Memory per spawned task");
+// (room for a boxed panic payload);
 // loom's atomics are larger.
 #[cfg(not(tourbillon_loom))]
 const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 56);
