@@ -68,7 +68,8 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use tourbillon::{yield_now, Builder, ExecutorStats};
+use tourbillon::stats::ExecutorStats;
+use tourbillon::{yield_now, Builder};
 
 /// Range of one poll's CPU work.
 const POLL_US: (u64, u64) = (10, 50);

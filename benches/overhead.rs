@@ -130,8 +130,8 @@ fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
         let spec = tourbillon::QueueSpec::new(q as u32 + 1);
         b = match sched {
             Sched::Fifo => b.queue(q, q as u32 + 1),
-            Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::Las::exact())),
-            Sched::LasQuantized => b.queue_with(q, spec.scheduler(tourbillon::Las::new())),
+            Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::sched::Las::exact())),
+            Sched::LasQuantized => b.queue_with(q, spec.scheduler(tourbillon::sched::Las::new())),
             Sched::Observed => b.queue(q, q as u32 + 1),
         };
     }

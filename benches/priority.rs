@@ -588,12 +588,12 @@ fn main() {
         pin: !args.flag("--no-pin"),
         host_yield: Duration::from_micros(
             args.parsed("--host-yield-us")
-                .unwrap_or(tourbillon::DEFAULT_HOST_YIELD_INTERVAL.as_micros() as u64),
+                .unwrap_or(tourbillon::config::DEFAULT_HOST_YIELD_INTERVAL.as_micros() as u64),
         ),
         fg_shares: args.parsed("--fg-shares").unwrap_or(FG_SHARES),
         slice: Duration::from_micros(
             args.parsed("--slice-us")
-                .unwrap_or(tourbillon::DEFAULT_BASE_SLICE.as_micros() as u64),
+                .unwrap_or(tourbillon::config::DEFAULT_BASE_SLICE.as_micros() as u64),
         ),
     };
     let systems: Vec<System> = match value("--systems") {

@@ -39,7 +39,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tourbillon::{GroupId, Las, QueueSpec, RunnableFifo, Scheduler, TaskId};
+use tourbillon::sched::{Las, RunnableFifo, Scheduler};
+use tourbillon::task::{GroupId, TaskId};
+use tourbillon::QueueSpec;
 
 const TASKS: [u64; 2] = [64, 4096];
 

@@ -52,7 +52,7 @@
 //! 5. `tourbillon fg only`: the queues of 3, no bg tasks.
 //!
 //! With `--bg-yield-maybe`, two more, the bg tasks of 3 and 4 spinning
-//! their chunk in 10 us pieces with `tourbillon::yield_maybe().await`
+//! their chunk in 10 us pieces with `tourbillon::task::yield_maybe().await`
 //! after each piece (a yield only when the executor wants the thread back)
 //! instead of one spin then `yield_now`:
 //!
@@ -353,9 +353,9 @@ async fn bg_loop_maybe(
                 }
                 break;
             }
-            tourbillon::yield_maybe().await;
+            tourbillon::task::yield_maybe().await;
         }
-        tourbillon::yield_maybe().await;
+        tourbillon::task::yield_maybe().await;
     }
 }
 

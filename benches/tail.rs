@@ -327,12 +327,14 @@ impl System {
             _ => {
                 let spec = tourbillon::QueueSpec::new(1);
                 let spec = match self {
-                    System::Las => spec.scheduler(tourbillon::Las::exact()),
-                    System::LasGuard(d) => spec.scheduler(tourbillon::Las::new().max_wait(d)),
+                    System::Las => spec.scheduler(tourbillon::sched::Las::exact()),
+                    System::LasGuard(d) => {
+                        spec.scheduler(tourbillon::sched::Las::new().max_wait(d))
+                    }
                     System::LasQuantized => {
                         // The default `Las::new()` is `Las::quantized(100 us, 16)`.
                         debug_assert_eq!((Q0_NS, LEVELS), (100_000, 16));
-                        spec.scheduler(tourbillon::Las::new())
+                        spec.scheduler(tourbillon::sched::Las::new())
                     }
                     _ => spec,
                 };

@@ -28,9 +28,9 @@ use std::collections::{BinaryHeap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tourbillon::{
-    yield_now, Builder, GroupId, QueueSpec, RunnableFifo, Scheduler, Spawner, TaskId,
-};
+use tourbillon::sched::{RunnableFifo, Scheduler};
+use tourbillon::task::{GroupId, TaskId};
+use tourbillon::{yield_now, Builder, QueueSpec, Spawner};
 
 /// Deadlines by task, shared by the user (who inserts) and the scheduler.
 type Deadlines = Rc<RefCell<HashMap<TaskId, Instant>>>;

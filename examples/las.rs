@@ -25,7 +25,8 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use tourbillon::{yield_now, Builder, Las, QueueHandle, QueueSpec, RunnableFifo, Scheduler};
+use tourbillon::sched::{Las, RunnableFifo, Scheduler};
+use tourbillon::{yield_now, Builder, QueueHandle, QueueSpec};
 
 const RUN_FOR: Duration = Duration::from_millis(600);
 const CHUNK: Duration = Duration::from_micros(60);

@@ -13,7 +13,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tourbillon::{yield_maybe, Builder};
+use tourbillon::task::yield_maybe;
+use tourbillon::Builder;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

@@ -20,7 +20,9 @@ use std::hint::black_box;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tourbillon::{yield_maybe, Builder, Executor, ExecutorStats};
+use tourbillon::stats::ExecutorStats;
+use tourbillon::task::yield_maybe;
+use tourbillon::{Builder, Executor};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

@@ -5,7 +5,7 @@
 //! future the executor polls or drops, every task output and panic payload
 //! it drops, every waker it wakes, clones or drops that it did not make
 //! (joiners, host runtimes, the wakers a `yield_now` defers), every method
-//! of a custom [`Scheduler`](crate::Scheduler), [`Clock::now_ns`](crate::Clock::now_ns),
+//! of a custom [`Scheduler`](crate::sched::Scheduler), [`Clock::now_ns`](crate::clock::Clock::now_ns),
 //! the stall detector's callback and, with the `tracing` feature, the
 //! subscriber behind each span. The executor makes such a call only
 //! through [`call`] (or a `catch_unwind` of its own in the task core,
@@ -23,7 +23,7 @@
 //! * anything else: the call's effect is replaced by a safe default (a
 //!   clock read by the last reading, a scheduler `push` by the executor's
 //!   own rescue list, a waker's wake by nothing), the payload is dropped and
-//!   counted in [`ExecutorStats::caught_panics`](crate::ExecutorStats::caught_panics)
+//!   counted in [`ExecutorStats::caught_panics`](crate::stats::ExecutorStats::caught_panics)
 //!   (`Catch`), or kept and resumed out of the driver (`Propagate`: the
 //!   first one; later ones until then are dropped and counted).
 //!
@@ -34,7 +34,7 @@
 //! under `Catch` (apart from the driver's own main future, which is the
 //! caller's), and nothing ever unwinds out of the executor's drop.
 //!
-//! The scheduler contract ([`Scheduler`](crate::Scheduler)) is checked at
+//! The scheduler contract ([`Scheduler`](crate::sched::Scheduler)) is checked at
 //! the same place: a violation is counted, and in debug builds it resumes
 //! out of the driver as a panic naming the broken rule, whatever the policy.
 

@@ -1,13 +1,14 @@
 #![forbid(unsafe_code)]
 //! `Builder`: declare the queues and tune the executor; `build()` validates.
 
+use std::any::TypeId;
 use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
 use crate::error::BuildError;
-use crate::executor::clock::{duration_ns, Clock, SystemClock};
+use crate::executor::clock::{duration_ns, Clock, ManualClock, SystemClock};
 use crate::executor::core::Core;
 use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
@@ -18,8 +19,8 @@ use crate::stats::Stall;
 ///
 /// Every call into user code is caught: polling and dropping futures,
 /// dropping outputs and panic payloads, waking joiners' and hosts' wakers,
-/// the methods of a custom [`Scheduler`](crate::Scheduler),
-/// [`Clock::now_ns`](crate::Clock::now_ns), the stall detector's callback
+/// the methods of a custom [`Scheduler`](crate::sched::Scheduler),
+/// [`Clock::now_ns`](crate::clock::Clock::now_ns), the stall detector's callback
 /// and `tracing` subscribers. Whatever the policy, the executor's state
 /// stays whole: every task reaches a final state that its join handle
 /// reads, the counters stay exact, and dropping the executor never panics.
@@ -32,7 +33,7 @@ pub enum PanicPolicy {
     /// gives [`JoinError`] with the payload, every other task keeps running
     /// and keeps its share. tokio's behaviour; the default. Panics of other
     /// user code are dropped and counted in
-    /// [`ExecutorStats::caught_panics`](crate::ExecutorStats::caught_panics).
+    /// [`ExecutorStats::caught_panics`](crate::stats::ExecutorStats::caught_panics).
     /// Nothing unwinds out of `block_on`, `run_until` or
     /// `run_until_stalled` apart from their own main future.
     ///
@@ -45,7 +46,7 @@ pub enum PanicPolicy {
     /// executor's turn (the join handle gets a placeholder payload). A panic
     /// of other user code resumes the same way. One panic resumes per turn:
     /// others caught meanwhile are dropped and counted in
-    /// [`ExecutorStats::caught_panics`](crate::ExecutorStats::caught_panics).
+    /// [`ExecutorStats::caught_panics`](crate::stats::ExecutorStats::caught_panics).
     /// The executor stays consistent: it can be run again, and dropping it
     /// drops every task once (and never panics).
     Propagate,
@@ -60,6 +61,9 @@ pub(crate) struct Config {
     pub(crate) min_run_ns: u64,
     pub(crate) panic_policy: PanicPolicy,
     pub(crate) general_pick: bool,
+    /// Read the clock after every poll (a [`ManualClock`], or
+    /// [`BuilderExt::read_clock_every_poll`](crate::testing::BuilderExt::read_clock_every_poll)).
+    pub(crate) cheap_clock: bool,
     /// Record wake-to-first-poll histograms.
     pub(crate) latency: bool,
     /// Stall threshold, ns (`u64::MAX`: no detector).
@@ -107,7 +111,8 @@ pub const DEFAULT_MIN_RUN: Duration = Duration::from_micros(100);
 /// Builds an [`Executor`]: its queues (key, shares, scheduler) and options.
 ///
 /// ```
-/// use tourbillon::{Builder, QueueSpec, RunnableFifo};
+/// use tourbillon::sched::RunnableFifo;
+/// use tourbillon::{Builder, QueueSpec};
 ///
 /// #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 /// enum Q { Foreground, Background }
@@ -133,7 +138,10 @@ pub struct Builder<K> {
     min_run: Duration,
     panic_policy: PanicPolicy,
     clock: Option<Box<dyn Clock>>,
-    general_pick: bool,
+    /// The clock set by [`Builder::clock`] is a [`ManualClock`].
+    manual_clock: bool,
+    pub(crate) read_clock_every_poll: Option<bool>,
+    pub(crate) general_pick: bool,
     latency: bool,
     stall: Option<(Duration, StallReport)>,
 }
@@ -156,6 +164,8 @@ impl<K: QueueKey> Builder<K> {
             min_run: DEFAULT_MIN_RUN,
             panic_policy: PanicPolicy::Catch,
             clock: None,
+            manual_clock: false,
+            read_clock_every_poll: None,
             general_pick: false,
             latency: false,
             stall: None,
@@ -164,8 +174,8 @@ impl<K: QueueKey> Builder<K> {
 
     /// Records, per queue, the delay from the instant a task becomes
     /// runnable (spawned, woken, yielded) to the start of its next poll, in
-    /// a [`LatencyHistogram`](crate::LatencyHistogram) of
-    /// [`QueueStats::wake_latency`](crate::QueueStats::wake_latency).
+    /// a [`LatencyHistogram`](crate::stats::LatencyHistogram) of
+    /// [`QueueStats::wake_latency`](crate::stats::QueueStats::wake_latency).
     /// Default off: it costs one clock read per poll and one per wake
     /// (a wake from another thread is stamped when the executor drains its
     /// inbox).
@@ -190,7 +200,7 @@ impl<K: QueueKey> Builder<K> {
     /// blocks the thread, or computes too long between yields) to
     /// `report`, with its queue, task id, task name
     /// ([`TaskBuilder::name`](crate::TaskBuilder::name)) and duration, and
-    /// counts it in [`QueueStats::stalls`](crate::QueueStats::stalls).
+    /// counts it in [`QueueStats::stalls`](crate::stats::QueueStats::stalls).
     /// `report` runs on the executor's thread right after the poll; a
     /// panic there is handled by the [`PanicPolicy`]. The executor drops
     /// `report` when it shuts down, so `report` may hold a
@@ -233,7 +243,7 @@ impl<K: QueueKey> Builder<K> {
     /// scheduler. Queues are indexed in declaration order; the first one is
     /// where [`spawn`](crate::spawn) puts tasks spawned from a main future.
     ///
-    /// [`RunnableFifo`]: crate::RunnableFifo
+    /// [`RunnableFifo`]: crate::sched::RunnableFifo
     pub fn queue(self, key: K, shares: u32) -> Self {
         self.queue_with(key, QueueSpec::new(shares))
     }
@@ -246,14 +256,16 @@ impl<K: QueueKey> Builder<K> {
 
     /// The default slice of every queue (EEVDF request, `r_i`): how long a
     /// queue runs before the executor reconsiders when others are runnable.
-    /// Default [`DEFAULT_BASE_SLICE`] (250 us). Range 1 us ..= 1 s.
+    /// Default [`DEFAULT_BASE_SLICE`](crate::config::DEFAULT_BASE_SLICE)
+    /// (250 us). Range 1 us ..= 1 s.
     pub fn base_slice(mut self, slice: Duration) -> Self {
         self.base_slice = slice;
         self
     }
 
     /// Polls per turn before control returns to the host (`block_on`'s loop,
-    /// or the host runtime's driver). Default [`DEFAULT_MAX_POLLS`] (61).
+    /// or the host runtime's driver). Default
+    /// [`DEFAULT_MAX_POLLS`](crate::config::DEFAULT_MAX_POLLS) (61).
     pub fn max_polls_per_turn(mut self, polls: u32) -> Self {
         self.max_polls = polls;
         self
@@ -261,9 +273,9 @@ impl<K: QueueKey> Builder<K> {
 
     /// Time after which control returns to the host even if tasks are
     /// runnable, so its timers and I/O are serviced. Default
-    /// [`DEFAULT_HOST_YIELD_INTERVAL`] (200 us). A queue that needs its
-    /// I/O discovered sooner while it waits says so with
-    /// [`QueueSpec::latency`](crate::QueueSpec::latency).
+    /// [`DEFAULT_HOST_YIELD_INTERVAL`](crate::config::DEFAULT_HOST_YIELD_INTERVAL)
+    /// (200 us). A queue that needs its I/O discovered sooner while it
+    /// waits says so with [`QueueSpec::latency`](crate::QueueSpec::latency).
     pub fn host_yield_interval(mut self, interval: Duration) -> Self {
         self.host_yield_interval = interval;
         self
@@ -279,7 +291,8 @@ impl<K: QueueKey> Builder<K> {
     }
 
     /// How long a run is protected from wake-up preemption. Default
-    /// [`DEFAULT_MIN_RUN`] (100 us), capped by the running queue's slice.
+    /// [`DEFAULT_MIN_RUN`](crate::config::DEFAULT_MIN_RUN) (100 us), capped
+    /// by the running queue's slice.
     pub fn min_run(mut self, min_run: Duration) -> Self {
         self.min_run = min_run;
         self
@@ -291,18 +304,19 @@ impl<K: QueueKey> Builder<K> {
         self
     }
 
-    /// The clock that measures service. Default [`SystemClock`]; tests use a
-    /// [`ManualClock`](crate::ManualClock).
+    /// The clock that measures service. Default
+    /// [`SystemClock`](crate::clock::SystemClock); tests use a
+    /// [`ManualClock`](crate::clock::ManualClock).
+    ///
+    /// The executor reads a [`ManualClock`](crate::clock::ManualClock)
+    /// after every poll, so that a run ends exactly at the first poll
+    /// boundary after its slice; any other clock it reads at run
+    /// boundaries and after as many polls as its estimate of the poll cost
+    /// says fit in what is left of the slice (see
+    /// [`BuilderExt::read_clock_every_poll`](crate::testing::BuilderExt::read_clock_every_poll)).
     pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.manual_clock = TypeId::of::<C>() == TypeId::of::<ManualClock>();
         self.clock = Some(Box::new(clock));
-        self
-    }
-
-    /// Disables the single-runnable-queue fast path, so that every pick goes
-    /// through the general EEVDF rule. For verification (the two must give
-    /// the same poll sequence); costs a little per run.
-    pub fn general_pick(mut self, on: bool) -> Self {
-        self.general_pick = on;
         self
     }
 
@@ -381,6 +395,7 @@ impl<K: QueueKey> Builder<K> {
             min_run_ns: duration_ns(self.min_run),
             panic_policy: self.panic_policy,
             general_pick: self.general_pick,
+            cheap_clock: self.read_clock_every_poll.unwrap_or(self.manual_clock),
             latency: self.latency,
             stall_ns: self
                 .stall
@@ -417,6 +432,8 @@ impl<K: QueueKey> fmt::Debug for Builder<K> {
             .field("preemption", &self.preemption)
             .field("min_run", &self.min_run)
             .field("panic_policy", &self.panic_policy)
+            .field("general_pick", &self.general_pick)
+            .field("read_clock_every_poll", &self.read_clock_every_poll)
             .field("latency_histograms", &self.latency)
             .field("stall_threshold", &self.stall.as_ref().map(|(t, _)| t))
             .finish()

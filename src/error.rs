@@ -1,12 +1,13 @@
 #![forbid(unsafe_code)]
-//! Typed errors: configuration ([`BuildError`]), spawning ([`SpawnError`]),
-//! reweighting ([`SharesError`]) and task results ([`JoinError`]).
+//! Typed errors: configuration ([`BuildError`]), key lookups
+//! ([`UnknownQueue`]), spawning ([`SpawnError`]), reweighting
+//! ([`SharesError`]) and task results ([`JoinError`]).
 
 use std::any::Any;
 use std::error::Error;
 use std::fmt;
 
-use crate::task::id::TaskId;
+use crate::task::TaskId;
 
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +20,8 @@ pub enum BuildError {
         /// The queue's key, as `{:?}` prints it.
         queue: String,
     },
-    /// A queue was declared with more than [`MAX_SHARES`](crate::MAX_SHARES).
+    /// A queue was declared with more than
+    /// [`MAX_SHARES`](crate::config::MAX_SHARES).
     TooManyShares {
         /// The queue's key, as `{:?}` prints it.
         queue: String,
@@ -31,7 +33,8 @@ pub enum BuildError {
         /// The key, as `{:?}` prints it.
         queue: String,
     },
-    /// More queues than the executor supports ([`MAX_QUEUES`](crate::MAX_QUEUES)).
+    /// More queues than the executor supports
+    /// ([`MAX_QUEUES`](crate::config::MAX_QUEUES)).
     TooManyQueues {
         /// The number of queues declared.
         count: usize,
@@ -61,7 +64,7 @@ impl fmt::Display for BuildError {
             BuildError::TooManyShares { queue, shares } => write!(
                 f,
                 "queue {queue} has {shares} shares: the maximum is {}",
-                crate::MAX_SHARES
+                crate::config::MAX_SHARES
             ),
             BuildError::DuplicateQueue { queue } => {
                 write!(f, "queue {queue} is declared twice")
@@ -69,7 +72,7 @@ impl fmt::Display for BuildError {
             BuildError::TooManyQueues { count } => write!(
                 f,
                 "{count} queues declared: the maximum is {}",
-                crate::MAX_QUEUES
+                crate::config::MAX_QUEUES
             ),
             BuildError::InvalidOption { option, reason } => {
                 write!(f, "invalid value for {option}: {reason}")
@@ -80,6 +83,58 @@ impl fmt::Display for BuildError {
 
 impl Error for BuildError {}
 
+/// No queue with this key was declared in the builder.
+///
+/// Returned where looking a key up is all that can fail
+/// ([`Executor::queue`](crate::Executor::queue),
+/// [`Executor::queue_stats`](crate::Executor::queue_stats)), and carried by
+/// the `UnknownQueue` variants of [`SpawnError`] and [`SharesError`], which
+/// convert from it (so `?` works in a function that returns either).
+///
+/// The error names the key as `{:?}` prints it ([`key`](Self::key)) rather
+/// than holding the key itself: it is one type whatever the key type, so
+/// it converts into `Box<dyn Error + Send + Sync>` and into the other
+/// errors of the crate with `?`, as tokio's errors do; the caller has the
+/// key at hand anyway.
+///
+/// ```
+/// use tourbillon::{Builder, UnknownQueue};
+///
+/// let ex = Builder::new().queue("fg", 1).build().unwrap();
+/// let err: UnknownQueue = ex.queue("bg").unwrap_err();
+/// assert_eq!(err.key(), "\"bg\"");
+/// assert_eq!(err.to_string(), "no queue with key \"bg\" was declared in the builder");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownQueue {
+    key: Box<str>,
+}
+
+impl UnknownQueue {
+    pub(crate) fn new(key: &dyn fmt::Debug) -> Self {
+        Self {
+            key: format!("{key:?}").into_boxed_str(),
+        }
+    }
+
+    /// The key that was looked up, as `{:?}` prints it.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl fmt::Display for UnknownQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no queue with key {} was declared in the builder",
+            self.key
+        )
+    }
+}
+
+impl Error for UnknownQueue {}
+
 /// Why a task could not be spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -87,10 +142,7 @@ pub enum SpawnError {
     /// The executor has been dropped (shut down); it accepts no new task.
     Shutdown,
     /// No queue with this key was declared in the builder.
-    UnknownQueue {
-        /// The key, as `{:?}` prints it.
-        queue: String,
-    },
+    UnknownQueue(UnknownQueue),
     /// [`spawn`](crate::spawn) was called outside any running tourbillon
     /// executor, so there is no current queue to spawn onto.
     NoExecutor,
@@ -100,9 +152,7 @@ impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpawnError::Shutdown => write!(f, "the executor is shut down: it accepts no new task"),
-            SpawnError::UnknownQueue { queue } => {
-                write!(f, "no queue {queue} was declared in the builder")
-            }
+            SpawnError::UnknownQueue(e) => fmt::Display::fmt(e, f),
             SpawnError::NoExecutor => write!(
                 f,
                 "spawn called outside a running tourbillon executor: use Executor::spawn or a QueueHandle"
@@ -113,22 +163,25 @@ impl fmt::Display for SpawnError {
 
 impl Error for SpawnError {}
 
+impl From<UnknownQueue> for SpawnError {
+    fn from(e: UnknownQueue) -> Self {
+        SpawnError::UnknownQueue(e)
+    }
+}
+
 /// Why [`Executor::set_shares`](crate::Executor::set_shares) refused a
 /// new weight. The queue keeps its old shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SharesError {
     /// No queue with this key was declared in the builder.
-    UnknownQueue {
-        /// The key, as `{:?}` prints it.
-        queue: String,
-    },
+    UnknownQueue(UnknownQueue),
     /// Zero shares: a queue's shares must be at least 1.
     ZeroShares {
         /// The queue's key, as `{:?}` prints it.
         queue: String,
     },
-    /// More than [`MAX_SHARES`](crate::MAX_SHARES).
+    /// More than [`MAX_SHARES`](crate::config::MAX_SHARES).
     TooManyShares {
         /// The queue's key, as `{:?}` prints it.
         queue: String,
@@ -143,9 +196,7 @@ pub enum SharesError {
 impl fmt::Display for SharesError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SharesError::UnknownQueue { queue } => {
-                write!(f, "no queue {queue} was declared in the builder")
-            }
+            SharesError::UnknownQueue(e) => fmt::Display::fmt(e, f),
             SharesError::ZeroShares { queue } => write!(
                 f,
                 "cannot give queue {queue} zero shares: shares must be at least 1"
@@ -153,7 +204,7 @@ impl fmt::Display for SharesError {
             SharesError::TooManyShares { queue, shares } => write!(
                 f,
                 "cannot give queue {queue} {shares} shares: the maximum is {}",
-                crate::MAX_SHARES
+                crate::config::MAX_SHARES
             ),
             SharesError::Shutdown => write!(f, "the executor is shut down"),
         }
@@ -161,6 +212,12 @@ impl fmt::Display for SharesError {
 }
 
 impl Error for SharesError {}
+
+impl From<UnknownQueue> for SharesError {
+    fn from(e: UnknownQueue) -> Self {
+        SharesError::UnknownQueue(e)
+    }
+}
 
 /// A task did not produce its output: it was cancelled or it panicked.
 ///

@@ -8,27 +8,75 @@ mod builder;
 mod coop;
 mod error;
 mod executor;
+mod join_set;
 mod queue;
-mod sched;
-mod stats;
+pub mod sched;
+pub mod stats;
 mod sync;
-pub mod task;
+// The task core (src/task/) is crate-private; the public `task` module
+// below re-exports its modules for the crate, so `crate::task::id` and the
+// like resolve, next to the public items.
+#[path = "task/mod.rs"]
+mod task_impl;
+pub mod testing;
 mod yield_now;
 
-pub use builder::{
-    Builder, PanicPolicy, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
-    DEFAULT_MIN_RUN,
-};
-pub use error::{BuildError, JoinError, SharesError, SpawnError};
-pub use executor::clock::{Clock, ManualClock, SystemClock};
+pub use builder::{Builder, PanicPolicy};
+pub use error::{BuildError, JoinError, SharesError, SpawnError, UnknownQueue};
 pub use executor::drive::RunUntil;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
+pub use join_set::JoinSet;
+pub use task_impl::join::{AbortHandle, JoinHandle};
 pub use queue::handle::QueueHandle;
-pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
-pub use sched::{Las, RunnableFifo, Scheduler};
-pub use stats::{ExecutorStats, LatencyHistogram, QueueStats, Stall};
-pub use task::cache::trim_cell_cache;
-pub use task::{AbortHandle, GroupId, JoinHandle, TaskId};
-pub use yield_now::{should_yield, yield_maybe, yield_now, YieldNow};
+pub use queue::{QueueKey, QueueSpec};
+pub use yield_now::yield_now;
+
+pub mod task {
+    //! Tasks: their ids, the current task, and cooperative yielding.
+    //!
+    //! A task is a future spawned onto a queue ([`Executor::spawn`],
+    //! [`spawn`](crate::spawn), a [`QueueHandle`](crate::QueueHandle), ...).
+    //! Each has a [`TaskId`] and belongs to a group ([`GroupId`]), which
+    //! schedulers see. [`id`] and [`try_id`] tell which task is being polled
+    //! on this thread, as tokio's `task::id` and `task::try_id` do. A task that computes for long between awaits gives
+    //! the thread back with [`yield_now`] (always) or [`yield_maybe`] (only
+    //! when another task or the host is due; [`should_yield`] is the check).
+    //!
+    //! [`Executor::spawn`]: crate::Executor::spawn
+
+    pub(crate) use crate::task_impl::*;
+
+    pub use crate::task_impl::current::{id, try_id};
+    pub use crate::task_impl::id::{GroupId, TaskId};
+    pub use crate::yield_now::{should_yield, yield_maybe, yield_now, YieldNow};
+}
+
+pub mod clock {
+    //! The clock the executor measures service with.
+    //!
+    //! [`Clock`] is the trait a time source implements; [`SystemClock`] (the
+    //! default) reads the machine's cheapest monotonic clock, and
+    //! [`ManualClock`] is a virtual clock that moves only when told to, for
+    //! deterministic tests and simulations. Set one with
+    //! [`Builder::clock`](crate::Builder::clock).
+
+    pub use crate::executor::clock::{Clock, ManualClock, SystemClock};
+}
+
+pub mod config {
+    //! The defaults and limits of [`Builder`](crate::Builder) and
+    //! [`QueueSpec`](crate::QueueSpec).
+    //!
+    //! Defaults: the base slice of a queue, the polls per turn, the
+    //! host-yield interval and the minimum run before a wake-up preemption.
+    //! Limits: the largest number of queues of one executor and of shares
+    //! of one queue ([`Builder::build`](crate::Builder::build) returns a
+    //! [`BuildError`](crate::BuildError) beyond them).
+
+    pub use crate::builder::{
+        DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS, DEFAULT_MIN_RUN,
+    };
+    pub use crate::queue::{MAX_QUEUES, MAX_SHARES};
+}

@@ -1,7 +1,10 @@
 #![forbid(unsafe_code)]
 //! Statistics: exact counters kept by the run loop, returned by value as
-//! plain snapshots ([`QueueStats`], [`ExecutorStats`]), and the
-//! wake-to-first-poll [`LatencyHistogram`].
+//! plain snapshots ([`ExecutorStats`] from
+//! [`Executor::stats`](crate::Executor::stats), [`QueueStats`] from
+//! [`Executor::queue_stats`](crate::Executor::queue_stats)), the
+//! wake-to-first-poll [`LatencyHistogram`], and the [`Stall`] reports of
+//! the stall detector.
 //!
 //! The counters are always on: they are plain integer increments on data
 //! the run loop touches anyway. The histogram and the stall detector need
@@ -97,7 +100,7 @@ pub struct ExecutorStats {
     /// [`PanicPolicy`](crate::PanicPolicy) says. A task's panic is not
     /// counted here: its join handle reports it.
     pub caught_panics: u64,
-    /// Broken rules of the [`Scheduler`](crate::Scheduler) contract seen
+    /// Broken rules of the [`Scheduler`](crate::sched::Scheduler) contract seen
     /// (ids not the scheduler's to hand out, a wrong `len` in debug
     /// builds).
     pub scheduler_violations: u64,
@@ -159,7 +162,7 @@ const BUCKETS: usize = (SUB as usize) * (MAX_EXP - SUB_BITS + 1) as usize + 1;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tourbillon::LatencyHistogram;
+/// use tourbillon::stats::LatencyHistogram;
 ///
 /// let mut h = LatencyHistogram::new();
 /// for us in [10, 20, 30, 40, 1000] {

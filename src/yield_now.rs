@@ -81,7 +81,8 @@ pub fn should_yield() -> bool {
 /// cooperative check for CPU-heavy loops (glommio's `yield_if_needed`).
 ///
 /// ```
-/// use tourbillon::{yield_maybe, Builder};
+/// use tourbillon::task::yield_maybe;
+/// use tourbillon::Builder;
 ///
 /// let ex = Builder::new().queue((), 1).build().unwrap();
 /// ex.block_on(async {

@@ -99,7 +99,7 @@ fn op() -> impl Strategy<Value = Op> {
             prop_oneof![
                 8 => 1u32..=100,
                 1 => Just(0u32),
-                1 => Just(tourbillon::MAX_SHARES + 1),
+                1 => Just(tourbillon::config::MAX_SHARES + 1),
             ],
         )
             .prop_map(|(queue, shares)| Op::SetShares { queue, shares }),

@@ -31,7 +31,8 @@ use std::task::{ready, Context, Poll};
 
 use futures::channel::oneshot;
 use tokio::sync::mpsc;
-use tourbillon::{Builder, Executor, ManualClock};
+use tourbillon::clock::ManualClock;
+use tourbillon::{Builder, Executor};
 
 /// The receivers ([`receivers`]).
 const TASKS: usize = 200;

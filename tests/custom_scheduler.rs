@@ -14,10 +14,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use support::Gate;
-use tourbillon::{
-    yield_now, Builder, GroupId, JoinHandle, ManualClock, QueueSpec, RunnableFifo, Scheduler,
-    TaskId,
-};
+use tourbillon::clock::ManualClock;
+use tourbillon::sched::{RunnableFifo, Scheduler};
+use tourbillon::task::{GroupId, TaskId};
+use tourbillon::{yield_now, Builder, JoinHandle, QueueSpec};
 
 // ---------------------------------------------------------------------------
 // Call recorder: checks the contract as the calls arrive.

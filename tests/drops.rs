@@ -142,7 +142,7 @@ fn two_queues(policy: PanicPolicy) -> Executor<Q> {
         .queue(Q::A, 1)
         .queue(Q::B, 2)
         .panic_policy(policy)
-        .clock(tourbillon::ManualClock::new())
+        .clock(tourbillon::clock::ManualClock::new())
         .build()
         .unwrap()
 }

@@ -24,7 +24,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::*;
-use tourbillon::{yield_now, Builder, Executor, QueueSpec, DEFAULT_BASE_SLICE, DEFAULT_MIN_RUN};
+use tourbillon::config::{DEFAULT_BASE_SLICE, DEFAULT_MIN_RUN};
+use tourbillon::testing::BuilderExt;
+use tourbillon::{yield_now, Builder, Executor, QueueSpec};
 
 /// The default request of every queue, ns.
 const R: u64 = DEFAULT_BASE_SLICE.as_nanos() as u64;
@@ -939,7 +941,7 @@ fn scripted_trace(
 // E12: fast-path equivalence. With one queue, the fast path of R5 (a lone
 // runnable queue runs, and its used-up request does not end its run) must
 // give the same poll sequence (times, tasks) as the general rule forced on
-// by `Builder::general_pick(true)`. The queue holds a saturated task and a
+// by `BuilderExt::general_pick(true)`. The queue holds a saturated task and a
 // bursty sleeper (poll costs 0..300 us, some of them 0), and the queue also
 // empties and rejoins alone (placement at V, R6).
 #[test]
@@ -996,7 +998,8 @@ fn e4_wake_between_turns_preempts_run_to_parity() {
     use std::rc::Rc;
     use std::task::{Poll, Waker};
     use std::time::Duration;
-    use tourbillon::{yield_now, Builder, ManualClock, QueueSpec};
+    use tourbillon::clock::ManualClock;
+    use tourbillon::{yield_now, Builder, QueueSpec};
 
     const C_BG: u64 = 10_000; // 10 us polls
     const MAX_POLLS: u64 = 8;
@@ -1130,7 +1133,8 @@ fn e10_reweight_keeps_lag_and_applies_the_new_share() {
 // weight: zero, above MAX_SHARES, unknown key, after shutdown.
 #[test]
 fn e10_reweight_rejects_bad_shares() {
-    use tourbillon::{SharesError, MAX_SHARES};
+    use tourbillon::config::MAX_SHARES;
+    use tourbillon::SharesError;
     let ex = Builder::new().queue("a", 3).build().unwrap();
     let h = ex.queue("a").unwrap();
     assert_eq!(
@@ -1145,7 +1149,7 @@ fn e10_reweight_rejects_bad_shares() {
     ));
     assert!(matches!(
         ex.set_shares("b", 1),
-        Err(SharesError::UnknownQueue { .. })
+        Err(SharesError::UnknownQueue(_))
     ));
     assert_eq!(ex.queue_stats("a").unwrap().shares, 3);
     assert_eq!(
@@ -1156,12 +1160,12 @@ fn e10_reweight_rejects_bad_shares() {
     assert_eq!(h.set_shares(2), Err(SharesError::Shutdown));
 }
 
-/// A real-time clock stand-in that is not cheap (`is_cheap` false, as the
-/// `SystemClock`): every read advances it by 1 us and is counted.
+/// A real-time clock stand-in, read as the `SystemClock` is (not after
+/// every poll): every read advances it by 1 us and is counted.
 #[derive(Clone, Default)]
 struct CountingClock(Rc<Cell<u64>>);
 
-impl tourbillon::Clock for CountingClock {
+impl tourbillon::clock::Clock for CountingClock {
     fn now_ns(&self) -> u64 {
         let n = self.0.get() + 1;
         self.0.set(n);

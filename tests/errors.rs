@@ -1,4 +1,5 @@
-//! Typed errors: every `BuildError` and its message, `SpawnError` from every
+//! Typed errors: every `BuildError` and its message, `UnknownQueue` and its
+//! place in `SpawnError` and `SharesError`, `SpawnError` from every
 //! spawning path, and the panic of a task that blocks on its own executor.
 
 use std::error::Error;
@@ -6,8 +7,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
+use tourbillon::config::{MAX_QUEUES, MAX_SHARES};
 use tourbillon::{
-    BuildError, Builder, Executor, PanicPolicy, QueueSpec, SpawnError, MAX_QUEUES, MAX_SHARES,
+    BuildError, Builder, Executor, PanicPolicy, QueueSpec, SharesError, SpawnError, UnknownQueue,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -165,28 +167,74 @@ fn build_error_is_a_std_error() {
 }
 
 #[test]
-fn unknown_queue_from_spawn_queue_and_queue_stats() {
+fn unknown_queue_from_queue_and_queue_stats() {
     let ex: Executor<Q> = Builder::new().queue(Q::Fg, 1).build().unwrap();
-    let expected = SpawnError::UnknownQueue { queue: "Bg".into() };
-    let msg = "no queue Bg was declared in the builder";
+    let msg = "no queue with key Bg was declared in the builder";
+
+    let e: UnknownQueue = ex.queue(Q::Bg).unwrap_err();
+    assert_eq!(e.key(), "Bg");
+    assert_eq!(e.to_string(), msg);
+    assert_eq!(format!("{e:?}"), r#"UnknownQueue { key: "Bg" }"#);
+
+    let e2: UnknownQueue = ex.queue_stats(Q::Bg).unwrap_err();
+    assert_eq!(e2, e);
+
+    // A `std::error::Error` with no source, which `?` boxes whatever the
+    // key type.
+    let boxed: Box<dyn Error + Send + Sync> = Box::new(e.clone());
+    assert!(boxed.source().is_none());
+    assert_eq!(boxed.to_string(), msg);
+
+    // The key is named as `{:?}` prints it: with quotes for a `&str`.
+    let ex = Builder::new().queue("fg", 1).build().unwrap();
+    let e = ex.queue("bg").unwrap_err();
+    assert_eq!(e.key(), "\"bg\"");
+    assert_eq!(
+        e.to_string(),
+        "no queue with key \"bg\" was declared in the builder"
+    );
+}
+
+#[test]
+fn unknown_queue_in_spawn_error_and_shares_error() {
+    let ex: Executor<Q> = Builder::new().queue(Q::Fg, 1).build().unwrap();
+    let unknown = ex.queue(Q::Bg).unwrap_err();
+    let msg = "no queue with key Bg was declared in the builder";
 
     let e = ex.spawn(Q::Bg, async {}).unwrap_err();
-    assert_eq!(e, expected);
+    assert!(matches!(&e, SpawnError::UnknownQueue(u) if *u == unknown));
+    assert_eq!(e, SpawnError::from(unknown.clone()));
     assert_eq!(e.to_string(), msg);
-
-    let e = ex.queue(Q::Bg).unwrap_err();
-    assert_eq!(e, expected);
-    assert_eq!(e.to_string(), msg);
-
-    let e = ex.queue_stats(Q::Bg).unwrap_err();
-    assert_eq!(e, expected);
+    assert!(e.source().is_none());
 
     let e = ex.spawner().spawn(Q::Bg, async {}).unwrap_err();
-    assert_eq!(e, expected);
+    assert_eq!(e, SpawnError::UnknownQueue(unknown.clone()));
+    let e = ex.task(Q::Bg).spawn(async {}).unwrap_err();
+    assert_eq!(e, SpawnError::UnknownQueue(unknown.clone()));
+    let e = ex.remote_spawner().spawn(Q::Bg, async {}).unwrap_err();
+    assert_eq!(e, SpawnError::UnknownQueue(unknown.clone()));
 
-    // Nothing was spawned anywhere.
+    let e = ex.set_shares(Q::Bg, 2).unwrap_err();
+    assert!(matches!(&e, SharesError::UnknownQueue(u) if *u == unknown));
+    assert_eq!(e, SharesError::from(unknown.clone()));
+    assert_eq!(e.to_string(), msg);
+    assert!(e.source().is_none());
+
+    // `?` converts it into either error.
+    fn spawn_on_queue(ex: &Executor<Q>, key: Q) -> Result<(), SpawnError> {
+        drop(ex.queue(key)?.spawn(async {})?);
+        Ok(())
+    }
+    assert_eq!(
+        spawn_on_queue(&ex, Q::Bg),
+        Err(SpawnError::UnknownQueue(unknown))
+    );
+    assert_eq!(spawn_on_queue(&ex, Q::Fg), Ok(()));
+    ex.run_until_stalled();
+
+    // Nothing was spawned but the one task above.
     assert_eq!(ex.stats().live_tasks, 0);
-    assert_eq!(ex.queue_stats(Q::Fg).unwrap().spawned, 0);
+    assert_eq!(ex.queue_stats(Q::Fg).unwrap().spawned, 1);
 }
 
 #[test]

@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use support::Gate;
-use tourbillon::{
-    yield_now, Builder, Executor, GroupId, JoinHandle, Las, ManualClock, QueueKey, QueueSpec,
-    RunnableFifo, Scheduler, Spawner, TaskId,
-};
+use tourbillon::clock::ManualClock;
+use tourbillon::sched::{Las, RunnableFifo, Scheduler};
+use tourbillon::task::{GroupId, TaskId};
+use tourbillon::{yield_now, Builder, Executor, JoinHandle, QueueKey, QueueSpec, Spawner};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;

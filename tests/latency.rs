@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use tourbillon::{yield_now, BuildError, Builder, ManualClock, QueueSpec};
+use tourbillon::clock::ManualClock;
+use tourbillon::{yield_now, BuildError, Builder, QueueSpec};
 
 const POLL: Duration = Duration::from_micros(20);
 

@@ -23,9 +23,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use support::Gate;
+use tourbillon::clock::ManualClock;
+use tourbillon::task::{should_yield, yield_maybe};
 use tourbillon::{
-    should_yield, spawn, try_spawn, yield_maybe, yield_now, Builder, Executor, JoinHandle,
-    ManualClock, PanicPolicy, SpawnError,
+    spawn, try_spawn, yield_now, Builder, Executor, JoinHandle, PanicPolicy, SpawnError,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

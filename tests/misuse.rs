@@ -17,9 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::executor::block_on as host_block_on;
+use tourbillon::config::MAX_SHARES;
+use tourbillon::sched::Las;
 use tourbillon::{
-    spawn, try_spawn, yield_now, BuildError, Builder, Executor, JoinError, Las, PanicPolicy,
-    SharesError, SpawnError, MAX_SHARES,
+    spawn, try_spawn, yield_now, BuildError, Builder, Executor, JoinError, PanicPolicy,
+    SharesError, SpawnError, UnknownQueue,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -33,7 +35,7 @@ enum Q {
 const SHUTDOWN: &str = "the executor is shut down: it accepts no new task";
 const NO_EXECUTOR: &str =
     "spawn called outside a running tourbillon executor: use Executor::spawn or a QueueHandle";
-const UNKNOWN: &str = "no queue Nope was declared in the builder";
+const UNKNOWN: &str = "no queue with key Nope was declared in the builder";
 
 fn executor() -> Executor<Q> {
     Builder::new()
@@ -41,6 +43,13 @@ fn executor() -> Executor<Q> {
         .queue(Q::Bg, 1)
         .build()
         .unwrap()
+}
+
+/// The error for the key `Q::Nope`, from a lookup of a fresh executor.
+fn unknown_key() -> UnknownQueue {
+    let e = executor().queue(Q::Nope).unwrap_err();
+    assert_eq!(e.key(), "Nope");
+    e
 }
 
 /// A future that must never be polled; counts its drop (thread-safe, so
@@ -172,9 +181,7 @@ fn every_spawn_path_after_shutdown_is_refused() {
 
     // The key is checked first: an unknown key after shutdown is still
     // UnknownQueue.
-    let unknown = SpawnError::UnknownQueue {
-        queue: "Nope".into(),
-    };
+    let unknown = SpawnError::UnknownQueue(unknown_key());
     refused("Spawner::spawn, unknown key", &unknown, |f| {
         spawner.spawn(Q::Nope, f)
     });
@@ -210,9 +217,7 @@ fn set_shares_after_shutdown() {
     );
     assert_eq!(
         spawner.set_shares(Q::Nope, 1),
-        Err(SharesError::UnknownQueue {
-            queue: "Nope".into()
-        })
+        Err(SharesError::UnknownQueue(unknown_key()))
     );
 }
 
@@ -532,9 +537,7 @@ fn unknown_queue_key_on_every_other_path() {
     let ex = executor();
     let spawner = ex.spawner();
     let remote = ex.remote_spawner();
-    let unknown = SpawnError::UnknownQueue {
-        queue: "Nope".into(),
-    };
+    let unknown = SpawnError::UnknownQueue(unknown_key());
     assert_eq!(unknown.to_string(), UNKNOWN);
     refused("Executor::spawn_in_group", &unknown, |f| {
         ex.spawn_in_group(Q::Nope, 1, f)
@@ -564,9 +567,7 @@ fn unknown_queue_key_on_every_other_path() {
         .unwrap();
     assert_eq!(ex.block_on(h).unwrap(), (Err(unknown), 1));
 
-    let shares_unknown = SharesError::UnknownQueue {
-        queue: "Nope".into(),
-    };
+    let shares_unknown = SharesError::UnknownQueue(unknown_key());
     assert_eq!(ex.set_shares(Q::Nope, 1), Err(shares_unknown.clone()));
     assert_eq!(spawner.set_shares(Q::Nope, 1), Err(shares_unknown.clone()));
     // The key is checked before the shares.

@@ -9,7 +9,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::*;
-use tourbillon::{yield_now, LatencyHistogram, Stall};
+use tourbillon::stats::{LatencyHistogram, Stall};
+use tourbillon::yield_now;
 
 // T7: with a 10 ms threshold, a scripted 30 ms poll fires exactly one
 // report naming its queue and task (id and name) with the exact duration;

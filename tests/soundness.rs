@@ -18,9 +18,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use tourbillon::{
-    yield_now, Builder, Clock, GroupId, ManualClock, PanicPolicy, QueueSpec, Scheduler, TaskId,
-};
+use tourbillon::clock::{Clock, ManualClock};
+use tourbillon::sched::Scheduler;
+use tourbillon::task::{GroupId, TaskId};
+use tourbillon::testing::BuilderExt;
+use tourbillon::{yield_now, Builder, PanicPolicy, QueueSpec};
 
 /// Panics when dropped, with a `&str` payload.
 #[derive(Debug)]
@@ -304,9 +306,6 @@ fn f4_stall_callback_holding_a_spawner_frees_the_executor() {
         fn now_ns(&self) -> u64 {
             self.inner.now_ns()
         }
-        fn is_cheap(&self) -> bool {
-            true
-        }
     }
     impl Drop for CountedClock {
         fn drop(&mut self) {
@@ -325,6 +324,7 @@ fn f4_stall_callback_holding_a_spawner_frees_the_executor() {
             inner: clock.clone(),
             drops: clock_drops.clone(),
         })
+        .read_clock_every_poll(true)
         .stall_detector(Duration::from_millis(1), move |_stall| {
             seen.set(seen.get() + 1);
             // What a callback naturally does: spawn through a Spawner it
@@ -368,9 +368,6 @@ impl Clock for FlakyClock {
         }
         self.inner.now_ns()
     }
-    fn is_cheap(&self) -> bool {
-        true
-    }
 }
 
 /// Finding 6a: a clock that panics once. Whichever read fails, every task
@@ -387,6 +384,7 @@ fn f6a_clock_that_panics_once_loses_no_task() {
                 reads: reads.clone(),
                 fail_at,
             })
+            .read_clock_every_poll(true)
             .build()
             .unwrap();
         let handles: Vec<_> = (0..4)

@@ -13,7 +13,9 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tourbillon::{yield_now, Builder, Clock, ExecutorStats, ManualClock, QueueSpec};
+use tourbillon::clock::{Clock, ManualClock};
+use tourbillon::stats::ExecutorStats;
+use tourbillon::{yield_now, Builder, QueueSpec};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -307,7 +309,10 @@ fn a_jump_of_half_the_range_with_two_queues() {
             (1, Duration::from_millis(5)),
             (8, Duration::from_micros(100)),
         ],
-        [(tourbillon::MAX_SHARES, SLICE), (1, Duration::from_secs(1))],
+        [
+            (tourbillon::config::MAX_SHARES, SLICE),
+            (1, Duration::from_secs(1)),
+        ],
     ] {
         for (jumper, at) in [(0, 0), (0, 4), (1, 0), (1, 4)] {
             let mut scripts: Vec<Script> =
@@ -335,7 +340,10 @@ fn a_jump_to_the_end_of_the_range_with_two_queues() {
             (1, Duration::from_millis(5)),
             (8, Duration::from_micros(100)),
         ],
-        [(tourbillon::MAX_SHARES, SLICE), (1, Duration::from_secs(1))],
+        [
+            (tourbillon::config::MAX_SHARES, SLICE),
+            (1, Duration::from_secs(1)),
+        ],
     ] {
         for (jumper, at) in [(0, 0), (0, 4), (1, 0), (1, 4)] {
             let mut scripts: Vec<Script> =
@@ -364,7 +372,7 @@ fn a_queue_that_jumped_leaves_with_a_debt() {
             Builder::new().clock(NotCheap(clock.clone()))
         };
         for q in 0..3usize {
-            b = b.queue(q, tourbillon::MAX_SHARES);
+            b = b.queue(q, tourbillon::config::MAX_SHARES);
         }
         let ex = Rc::new(b.build().unwrap());
         // Queue 0 jumps to near the end of the range, then waits forever;
@@ -415,8 +423,8 @@ fn reweighting_after_a_jump_keeps_the_debt() {
         let ex = Rc::new(
             Builder::new()
                 .clock(clock.clone())
-                .queue(0usize, tourbillon::MAX_SHARES)
-                .queue(1, tourbillon::MAX_SHARES)
+                .queue(0usize, tourbillon::config::MAX_SHARES)
+                .queue(1, tourbillon::config::MAX_SHARES)
                 .build()
                 .unwrap(),
         );
@@ -438,7 +446,7 @@ fn reweighting_after_a_jump_keeps_the_debt() {
                 s.borrow_mut().push(ex.queue_stats(0).unwrap().lag_ns);
                 ex.set_shares(0, light).unwrap();
                 s.borrow_mut().push(ex.queue_stats(0).unwrap().lag_ns);
-                ex.set_shares(0, tourbillon::MAX_SHARES).unwrap();
+                ex.set_shares(0, tourbillon::config::MAX_SHARES).unwrap();
                 s.borrow_mut().push(ex.queue_stats(0).unwrap().lag_ns);
                 c.advance(Duration::from_micros(10));
             })

@@ -70,7 +70,7 @@ fn a_span_per_run_and_per_poll_with_queue_and_task() {
         let polls: Vec<_> = spans.iter().filter(|(n, _)| n == "poll").collect();
         // Task a: 2 polls (one yield), task b: 1.
         assert_eq!(polls.len(), 3, "{spans:?}");
-        let task_polls = |id: tourbillon::TaskId| {
+        let task_polls = |id: tourbillon::task::TaskId| {
             polls
                 .iter()
                 .filter(|(_, f)| f.contains(&("task".into(), id.to_string())))

@@ -161,7 +161,7 @@ impl Input<'_> {
                 let queue = self.byte()? % QUEUES as u8;
                 let shares = match self.byte()? {
                     0 => 0,
-                    255 => tourbillon::MAX_SHARES + 1,
+                    255 => tourbillon::config::MAX_SHARES + 1,
                     b => 1 + (b % 100) as u32,
                 };
                 Op::SetShares { queue, shares }

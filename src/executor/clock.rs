@@ -15,12 +15,18 @@ pub(crate) fn duration_ns(d: Duration) -> u64 {
 
 /// A monotonic time source, in nanoseconds since an arbitrary origin.
 ///
-/// The executor reads it at run boundaries, and after every poll only where
-/// it must: with a cheap clock (exact slice ends), or once per poll for a
-/// scheduler that asks for per-poll timing. `Instant::now()` costs 25 to
-/// 70 ns (27 to 30 ns measured on this project's 2-vCPU VM, 70 ns in the
-/// design notes), close to or more than a whole poll, so the run loop
-/// avoids per-poll reads of the [`SystemClock`] otherwise.
+/// The executor reads it at every run end and, inside a run, after as many
+/// polls as its running estimate of the poll cost says fit in what is left
+/// of the slice (after the next poll while a queue has no estimate):
+/// `Instant::now()` costs 25 to 70 ns (27 to 30 ns measured on this
+/// project's 2-vCPU VM, 70 ns in the design notes), close to or more than a
+/// whole poll. A [`ManualClock`] it reads after every poll, so that runs end
+/// exactly at the first poll boundary after their slice; any other clock
+/// too with [`BuilderExt::read_clock_every_poll`]. A scheduler that asks for
+/// per-poll timing, the latency histograms and the stall detector add one
+/// read per poll.
+///
+/// [`BuilderExt::read_clock_every_poll`]: crate::testing::BuilderExt::read_clock_every_poll
 pub trait Clock: 'static {
     /// Nanoseconds since the clock's origin. Must never decrease.
     ///
@@ -29,17 +35,6 @@ pub trait Clock: 'static {
     /// the range (a clock that reached `u64::MAX` stays there; polls then
     /// take no time).
     fn now_ns(&self) -> u64;
-
-    /// Whether a read is so cheap that the executor should read the clock
-    /// after every poll, which makes runs end exactly at the first poll
-    /// boundary after their slice (the [`ManualClock`] says yes). With
-    /// `false` (the default) the executor reads it after as many polls as
-    /// its running estimate of the poll cost says fit in what is left of the
-    /// slice (after the next poll while a queue has no estimate), and at
-    /// every run end.
-    fn is_cheap(&self) -> bool {
-        false
-    }
 }
 
 /// The real clock: the cheapest monotonic clock of the machine.
@@ -113,14 +108,16 @@ impl Clock for SystemClock {
 }
 
 /// A virtual clock that only moves when told to: for deterministic tests and
-/// simulations. Clones share the same time.
+/// simulations. Clones share the same time. The executor reads it after
+/// every poll, so that runs end exactly at the first poll boundary after
+/// their slice.
 ///
 /// Its range is that of the [`Clock`] trait, `0..=u64::MAX` ns: it stops at
 /// `u64::MAX` and never goes back (see [`advance`](ManualClock::advance)).
 ///
 /// ```
 /// use std::time::Duration;
-/// use tourbillon::{Clock, ManualClock};
+/// use tourbillon::clock::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let handle = clock.clone();
@@ -145,7 +142,7 @@ impl ManualClock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tourbillon::ManualClock;
+    /// use tourbillon::clock::ManualClock;
     ///
     /// let clock = ManualClock::new();
     /// clock.set_ns(u64::MAX - 1_000);
@@ -175,9 +172,5 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ns(&self) -> u64 {
         self.now.get()
-    }
-
-    fn is_cheap(&self) -> bool {
-        true
     }
 }

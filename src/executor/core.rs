@@ -106,7 +106,7 @@ impl Core {
             queues: RefCell::new(queues),
             run: RunState::default(),
             remote,
-            cheap_clock: clock.is_cheap(),
+            cheap_clock: cfg.cheap_clock,
             clock,
             cfg,
             attention: Cell::new(false),
@@ -341,7 +341,7 @@ impl Core {
         if shares == 0 {
             return Err(SharesError::ZeroShares { queue: name() });
         }
-        if shares > crate::MAX_SHARES {
+        if shares > crate::config::MAX_SHARES {
             return Err(SharesError::TooManyShares {
                 queue: name(),
                 shares,

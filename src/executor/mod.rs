@@ -28,11 +28,11 @@ use self::drive::RunUntil;
 use self::remote::RemoteSpawner;
 use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
-use crate::error::{SharesError, SpawnError};
+use crate::error::{SharesError, SpawnError, UnknownQueue};
+use crate::task::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
-use crate::task::join::JoinHandle;
 
 /// A single-threaded executor whose queues share the thread by weight.
 ///
@@ -41,7 +41,7 @@ use crate::task::join::JoinHandle;
 /// queues have runnable tasks, queue `i` receives about
 /// `shares(i) / sum(shares)` of the thread, within a bound of about two
 /// slices plus one poll; a lone runnable queue gets all of it. Inside a
-/// queue its [`Scheduler`](crate::Scheduler) picks the task.
+/// queue its [`Scheduler`](crate::sched::Scheduler) picks the task.
 ///
 /// Drive it with [`block_on`](Executor::block_on) (standalone: parks the
 /// thread when idle) or [`run_until`](Executor::run_until) (a future, to nest
@@ -90,10 +90,6 @@ impl<K: QueueKey> Executor<K> {
         Builder::new()
     }
 
-    fn index(&self, key: K) -> Result<usize, SpawnError> {
-        self.spawner.index(key)
-    }
-
     /// Spawns `future` onto the queue `key`. Works before the executor runs,
     /// while it runs (from its tasks), and between runs.
     pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
@@ -107,11 +103,12 @@ impl<K: QueueKey> Executor<K> {
     /// Spawns `future` onto the queue `key` in the group `group`: a user key
     /// such as a connection, tenant or request id. The tasks of a group share
     /// one account of attained service, which schedulers such as
-    /// [`Las`](crate::Las) order by (a task spawned with [`spawn`](Self::spawn)
+    /// [`Las`](crate::sched::Las) order by (a task spawned with [`spawn`](Self::spawn)
     /// is a group of its own). The group exists while it has live tasks.
     ///
     /// ```
-    /// use tourbillon::{Builder, Las, QueueSpec};
+    /// use tourbillon::sched::Las;
+    /// use tourbillon::{Builder, QueueSpec};
     ///
     /// let ex = Builder::new()
     ///     .queue_with("requests", QueueSpec::new(1).scheduler(Las::new()))
@@ -148,7 +145,7 @@ impl<K: QueueKey> Executor<K> {
     /// ex.set_shares("bg", 4).unwrap();
     /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
     /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
-    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue { .. })));
+    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue(_))));
     /// ```
     pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
         self.spawner.set_shares(key, shares)
@@ -167,8 +164,8 @@ impl<K: QueueKey> Executor<K> {
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.
-    pub fn queue(&self, key: K) -> Result<QueueHandle, SpawnError> {
-        let index = self.index(key)?;
+    pub fn queue(&self, key: K) -> Result<QueueHandle, UnknownQueue> {
+        let index = self.spawner.index(key)?;
         Ok(QueueHandle {
             core: self.spawner.core.clone(),
             index,
@@ -187,7 +184,7 @@ impl<K: QueueKey> Executor<K> {
     ///
     /// `block_on` has no reactor: it runs CPU-bound work and futures woken
     /// by tourbillon itself, other tasks or other threads (channels, join
-    /// handles, [`yield_now`](crate::yield_now)), but no timer or socket of
+    /// handles, [`yield_now`](fn@crate::yield_now)), but no timer or socket of
     /// any runtime. For those, nest the executor in the runtime that owns
     /// them with [`run_until`](Executor::run_until): tokio's or monoio's
     /// `rt.block_on(ex.run_until(fut))`, or async-io's
@@ -201,7 +198,7 @@ impl<K: QueueKey> Executor<K> {
     /// block the thread that runs it); when `future` itself panics; with
     /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), when a task
     /// or other user code the executor calls panics; in debug builds, when
-    /// a custom [`Scheduler`](crate::Scheduler) breaks its contract.
+    /// a custom [`Scheduler`](crate::sched::Scheduler) breaks its contract.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         drive::block_on(&self.spawner.core, future)
     }
@@ -265,8 +262,8 @@ impl<K: QueueKey> Executor<K> {
     }
 
     /// A snapshot of queue `key`.
-    pub fn queue_stats(&self, key: K) -> Result<QueueStats, SpawnError> {
-        Ok(self.spawner.core.queue_stats(self.index(key)?))
+    pub fn queue_stats(&self, key: K) -> Result<QueueStats, UnknownQueue> {
+        Ok(self.spawner.core.queue_stats(self.spawner.index(key)?))
     }
 
     /// The declared queue keys, in declaration order.
@@ -308,10 +305,8 @@ impl<K: QueueKey> Clone for Spawner<K> {
 }
 
 impl<K: QueueKey> Spawner<K> {
-    fn index(&self, key: K) -> Result<usize, SpawnError> {
-        self.keys.get(&key).ok_or_else(|| SpawnError::UnknownQueue {
-            queue: format!("{key:?}"),
-        })
+    fn index(&self, key: K) -> Result<usize, UnknownQueue> {
+        self.keys.get(&key).ok_or_else(|| UnknownQueue::new(&key))
     }
 
     /// Spawns `future` onto the queue `key`.
@@ -333,12 +328,7 @@ impl<K: QueueKey> Spawner<K> {
     /// Changes the shares of the queue `key` (see
     /// [`Executor::set_shares`]).
     pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
-        let q = self
-            .keys
-            .get(&key)
-            .ok_or_else(|| SharesError::UnknownQueue {
-                queue: format!("{key:?}"),
-            })?;
+        let q = self.index(key)?;
         self.core.set_shares(q, shares)
     }
 

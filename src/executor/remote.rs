@@ -28,7 +28,7 @@ use std::task::{Context, Poll, Waker};
 use super::core::Core;
 use super::core::{Remote, RemoteOp};
 use crate::boundary;
-use crate::error::{JoinError, SpawnError};
+use crate::error::{JoinError, SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
 use crate::sync::{Mutex, MutexGuard};
 use crate::task::id::TaskId;
@@ -224,12 +224,7 @@ impl<K: QueueKey> RemoteSpawner<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let q = self
-            .keys
-            .get(&key)
-            .ok_or_else(|| SpawnError::UnknownQueue {
-                queue: format!("{key:?}"),
-            })?;
+        let q = self.keys.get(&key).ok_or_else(|| UnknownQueue::new(&key))?;
         let slot = Arc::new(Slot::new());
         let sender = Sender {
             slot: Some(slot.clone()),

@@ -15,8 +15,9 @@
 //! checkpoint to the running queue (R1), renews its deadline when its
 //! request is used (R4) and checks the host-yield interval. It happens at
 //! every run end, and inside a run:
-//! * after every poll when the clock is cheap (`Clock::is_cheap`, e.g. the
-//!   virtual clock of tests) or the queue's scheduler wants per-poll timing:
+//! * after every poll when the clock is cheap (`Config::cheap_clock`: a
+//!   `ManualClock`, or `BuilderExt::read_clock_every_poll`) or the queue's
+//!   scheduler wants per-poll timing:
 //!   runs then end exactly at the first poll boundary after the slice (R8);
 //! * otherwise after as many polls as the running estimate of the queue's
 //!   poll cost says fit in what is left of the slice and of the host

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use crate::error::SpawnError;
+use crate::error::{SpawnError, UnknownQueue};
 use crate::task::join::JoinHandle;
 
 /// Spawns one task with options: a name (shown in stall reports) and a
@@ -34,13 +34,13 @@ use crate::task::join::JoinHandle;
 #[must_use = "a TaskBuilder does nothing until `spawn` is called"]
 pub struct TaskBuilder<'a> {
     core: &'a Rc<Core>,
-    queue: Result<usize, SpawnError>,
+    queue: Result<usize, UnknownQueue>,
     group: Option<u64>,
     name: Option<Rc<str>>,
 }
 
 impl<'a> TaskBuilder<'a> {
-    pub(crate) fn new(core: &'a Rc<Core>, queue: Result<usize, SpawnError>) -> Self {
+    pub(crate) fn new(core: &'a Rc<Core>, queue: Result<usize, UnknownQueue>) -> Self {
         Self {
             core,
             queue,
@@ -49,7 +49,7 @@ impl<'a> TaskBuilder<'a> {
         }
     }
 
-    /// Names the task: the name appears in [`Stall`](crate::Stall) reports.
+    /// Names the task: the name appears in [`Stall`](crate::stats::Stall) reports.
     pub fn name(mut self, name: &str) -> Self {
         self.name = Some(Rc::from(name));
         self

@@ -2,7 +2,7 @@
 //!
 //! Reading the TSC costs about 10 ns on the machines this crate is measured
 //! on, against 25 to 70 ns for `Instant::now()`: it matters when a queue's
-//! scheduler asks for per-poll timing ([`Las`](crate::Las)). It is used only
+//! scheduler asks for per-poll timing ([`Las`](crate::sched::Las)). It is used only
 //! where it is a valid clock: the kernel reports an invariant TSC
 //! (`constant_tsc` and `nonstop_tsc` in `/proc/cpuinfo`: constant rate,
 //! running in every power state, synchronised across cores by the kernel at

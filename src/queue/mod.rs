@@ -36,7 +36,8 @@ pub const MAX_QUEUES: usize = 256;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tourbillon::{QueueSpec, RunnableFifo};
+/// use tourbillon::sched::RunnableFifo;
+/// use tourbillon::QueueSpec;
 ///
 /// let spec = QueueSpec::new(8)
 ///     .scheduler(RunnableFifo::new())
@@ -96,7 +97,7 @@ impl QueueSpec {
     /// How to choose it: a request that arrives while other queues run
     /// waits up to about `latency` plus the poll in flight before its task
     /// is polled, so pick the delay a request can afford, and keep
-    /// background polls short ([`yield_maybe`](crate::yield_maybe)) if
+    /// background polls short ([`yield_maybe`](crate::task::yield_maybe)) if
     /// they are longer than it. The README's results (Sockets, Host
     /// interval) give what 50 us did to a server's p99 and what a host
     /// turn costs, with their commands, machine and date. Set it

@@ -18,7 +18,7 @@ use super::Scheduler;
 use crate::task::id::{GroupId, TaskId};
 
 /// Least-attained-service scheduler (opt-in per queue; the default is
-/// [`RunnableFifo`](crate::RunnableFifo)): the runnable task whose group has
+/// [`RunnableFifo`](crate::sched::RunnableFifo)): the runnable task whose group has
 /// received the least service in this queue runs next, ties in the order the
 /// tasks became runnable.
 ///
@@ -59,7 +59,8 @@ use crate::task::id::{GroupId, TaskId};
 ///
 /// ```
 /// use std::time::Duration;
-/// use tourbillon::{Builder, Las, QueueSpec};
+/// use tourbillon::sched::Las;
+/// use tourbillon::{Builder, QueueSpec};
 ///
 /// let las = Las::new().max_wait(Duration::from_millis(50));
 /// let ex = Builder::new()

@@ -2,14 +2,16 @@
 //! The per-queue task scheduler: which runnable task of a queue runs next.
 //!
 //! Between queues the executor decides (EEVDF, by weight); inside a queue a
-//! [`Scheduler`] does. The trait sees only task ids, group ids and measured
-//! durations: the executor owns tasks, wakers, channels and clocks.
+//! [`Scheduler`] does, set per queue with
+//! [`QueueSpec::scheduler`](crate::QueueSpec::scheduler). The trait sees
+//! only task ids, group ids and measured durations: the executor owns
+//! tasks, wakers, channels and clocks. Its contract with the executor is
+//! documented on [`Scheduler`].
 //!
-//! The contract between the executor and a scheduler is documented on
-//! [`Scheduler`].
-//!
-//! Built-in schedulers are dispatched statically (a `match`, no virtual
-//! call per poll); a custom scheduler is called through a `Box<dyn Scheduler>`.
+//! Built in: [`RunnableFifo`] (the default: tasks in the order they became
+//! runnable) and [`Las`] (least attained service first, by group). They are
+//! dispatched statically (a `match`, no virtual call per poll); a custom
+//! scheduler is called through a `Box<dyn Scheduler>`.
 
 pub(crate) mod fifo;
 pub(crate) mod guarded;
@@ -72,7 +74,7 @@ pub use las::Las;
 ///   that panicked is asked again at the queue's next run.
 ///
 /// Every violation is counted in
-/// [`ExecutorStats::scheduler_violations`](crate::ExecutorStats::scheduler_violations);
+/// [`ExecutorStats::scheduler_violations`](crate::stats::ExecutorStats::scheduler_violations);
 /// in debug builds it also panics out of `block_on` / `run_until` with a
 /// message naming the broken rule, whatever the panic policy.
 ///
@@ -81,7 +83,9 @@ pub use las::Las;
 /// A last-in-first-out scheduler, written outside the crate:
 ///
 /// ```
-/// use tourbillon::{Builder, GroupId, QueueSpec, Scheduler, TaskId};
+/// use tourbillon::sched::Scheduler;
+/// use tourbillon::task::{GroupId, TaskId};
+/// use tourbillon::{Builder, QueueSpec};
 ///
 /// #[derive(Default)]
 /// struct Lifo(Vec<TaskId>);

@@ -166,8 +166,8 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
 ///         h.await.unwrap();
 ///     }
 /// });
-/// assert!(tourbillon::trim_cell_cache() > 0);
-/// assert_eq!(tourbillon::trim_cell_cache(), 0);
+/// assert!(tourbillon::testing::trim_cell_cache() > 0);
+/// assert_eq!(tourbillon::testing::trim_cell_cache(), 0);
 /// ```
 pub fn trim_cell_cache() -> usize {
     CACHE

@@ -48,7 +48,7 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Identifies the group a task belongs to, as seen by a [`Scheduler`](crate::Scheduler).
+/// Identifies the group a task belongs to, as seen by a [`Scheduler`](crate::sched::Scheduler).
 ///
 /// A task spawned without a group is a group of its own (a *task group*); a
 /// task spawned with [`spawn_in_group`](crate::Executor::spawn_in_group)
@@ -56,7 +56,7 @@ impl fmt::Display for TaskId {
 /// ended with its last. Ids are dense: [`GroupId::index`] is a small integer,
 /// unique among the live groups of the same kind, so a scheduler may keep
 /// per-group state in a vector. An id may come back for a new group after the
-/// scheduler was told [`group_ended`](crate::Scheduler::group_ended).
+/// scheduler was told [`group_ended`](crate::sched::Scheduler::group_ended).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupId(u32);
 

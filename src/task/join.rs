@@ -16,7 +16,8 @@ use crate::task::raw::{AbortRef, JoinCell};
 /// Awaiting it gives `Ok(output)`, or a [`JoinError`] if the task was
 /// aborted, panicked, or was dropped when its executor shut down. Dropping
 /// the handle **detaches** the task: it keeps running and its output is
-/// dropped when it completes.
+/// dropped when it completes. To await many tasks in the order they finish,
+/// put their handles in a [`JoinSet`](crate::JoinSet).
 ///
 /// ```
 /// use tourbillon::Builder;

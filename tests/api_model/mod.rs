@@ -84,10 +84,14 @@ use std::sync::{Arc, Mutex, Once};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use tourbillon::clock::{Clock, ManualClock};
+use tourbillon::config::MAX_SHARES;
+use tourbillon::sched::{Las, Scheduler};
+use tourbillon::task::{yield_maybe, GroupId, TaskId};
+use tourbillon::testing::BuilderExt;
 use tourbillon::{
-    try_spawn, yield_maybe, yield_now, Builder, Clock, Executor, GroupId, JoinError, JoinHandle,
-    Las, ManualClock, PanicPolicy, QueueSpec, RemoteJoinHandle, Scheduler, SharesError, SpawnError,
-    Spawner, TaskId, MAX_SHARES,
+    try_spawn, yield_now, Builder, Executor, JoinError, JoinHandle, PanicPolicy, QueueSpec,
+    RemoteJoinHandle, SharesError, SpawnError, Spawner,
 };
 
 pub const QUEUES: usize = 4;
@@ -843,10 +847,6 @@ impl Clock for FaultyClock {
         }
         self.inner.now_ns()
     }
-
-    fn is_cheap(&self) -> bool {
-        true
-    }
 }
 
 /// A custom scheduler over a `VecDeque` (FIFO or LIFO) that keeps the
@@ -1262,11 +1262,20 @@ impl Case {
             Via::ExecutorGroup => ex.spawn_in_group(q, g, fut),
             Via::SpawnerSpawn => ex.spawner().spawn(q, fut),
             Via::SpawnerGroup => ex.spawner().spawn_in_group(q, g, fut),
-            Via::QueueHandleSpawn => ex.queue(q).and_then(|h| h.spawn(fut)),
-            Via::QueueHandleGroup => ex.queue(q).and_then(|h| h.spawn_in_group(g, fut)),
+            Via::QueueHandleSpawn => ex
+                .queue(q)
+                .map_err(SpawnError::from)
+                .and_then(|h| h.spawn(fut)),
+            Via::QueueHandleGroup => ex
+                .queue(q)
+                .map_err(SpawnError::from)
+                .and_then(|h| h.spawn_in_group(g, fut)),
             Via::ExecutorTaskBuilder => ex.task(q).name("api").group(g).spawn(fut),
             Via::SpawnerTaskBuilder => ex.spawner().task(q).name("api").spawn(fut),
-            Via::QueueHandleTaskBuilder => ex.queue(q).and_then(|h| h.task().group(g).spawn(fut)),
+            Via::QueueHandleTaskBuilder => ex
+                .queue(q)
+                .map_err(SpawnError::from)
+                .and_then(|h| h.task().group(g).spawn(fut)),
             Via::FreeInBlockOn => ex.block_on(async { try_spawn(fut) }),
         };
         match r {
@@ -1286,11 +1295,7 @@ impl Case {
             Err(e) => {
                 if q < QUEUES {
                     w.violate(format!("spawn via {via:?} onto queue {q} failed: {e}"));
-                } else if e
-                    != (SpawnError::UnknownQueue {
-                        queue: q.to_string(),
-                    })
-                {
+                } else if !matches!(&e, SpawnError::UnknownQueue(u) if u.key() == q.to_string()) {
                     w.violate(format!("spawn onto undeclared queue: {e:?}"));
                 }
                 if t.future_drops.load(SeqCst) != 1 {
@@ -1348,9 +1353,7 @@ impl Case {
             }
             Err(e) => {
                 if q < QUEUES
-                    || e != (SpawnError::UnknownQueue {
-                        queue: q.to_string(),
-                    })
+                    || !matches!(&e, SpawnError::UnknownQueue(u) if u.key() == q.to_string())
                 {
                     w.violate(format!("remote spawn onto queue {q}: {e:?}"));
                 }
@@ -1911,6 +1914,7 @@ pub fn run_case(cfg: &Config, ops: &[Op]) -> Vec<String> {
             inner: clock.clone(),
             world: world.clone(),
         })
+        .read_clock_every_poll(true)
         .panic_policy(cfg.policy)
         .base_slice(Duration::from_micros(20))
         .min_run(Duration::from_micros(5))

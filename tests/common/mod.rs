@@ -1,7 +1,7 @@
 //! Deterministic harness for the EEVDF oracles of scheduling.md 8.1.
 //!
-//! Everything runs on one [`ManualClock`] (`Clock::is_cheap() == true`, so
-//! the executor reads it after every poll and charges each poll exactly;
+//! Everything runs on one [`ManualClock`] (the executor reads a
+//! `ManualClock` after every poll and charges each poll exactly;
 //! [`Sim::builder_amortised`] hides it behind [`NotCheap`], for the real
 //! clock's amortised charging):
 //!
@@ -30,21 +30,22 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use tourbillon::{yield_now, Builder, Executor, ManualClock, QueueKey};
+use tourbillon::clock::ManualClock;
+use tourbillon::{yield_now, Builder, Executor, QueueKey};
 
 pub const US: u64 = 1_000;
 pub const MS: u64 = 1_000_000;
 pub const SEC: u64 = 1_000_000_000;
 
-/// A [`ManualClock`] that says it is not cheap (`Clock::is_cheap` false, as
-/// the `SystemClock`): the executor then reads it every few polls, as many
-/// as its estimate of the running queue's poll cost says fit in what is left
-/// of the slice and of the host interval, and at every run end (the
+/// A [`ManualClock`] behind another type, which the executor does not read
+/// after every poll (as the `SystemClock`): it reads it every few polls, as
+/// many as its estimate of the running queue's poll cost says fit in what is
+/// left of the slice and of the host interval, and at every run end (the
 /// amortised mode of the real clock, replayed exactly).
 #[derive(Clone)]
 pub struct NotCheap(pub ManualClock);
 
-impl tourbillon::Clock for NotCheap {
+impl tourbillon::clock::Clock for NotCheap {
     fn now_ns(&self) -> u64 {
         self.0.now()
     }

@@ -385,7 +385,7 @@ fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, Strin
         TbKind::Las => {
             b = b.queue_with(
                 0,
-                tourbillon::QueueSpec::new(1).scheduler(tourbillon::Las::new()),
+                tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::new()),
             );
             1
         }
