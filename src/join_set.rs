@@ -10,8 +10,8 @@ use std::task::{Context, Poll, Waker};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::error::{JoinError, SpawnError};
-use crate::task::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
+use crate::task::join::{AbortHandle, JoinHandle};
 
 /// A collection of tasks of one output type, awaited in the order they
 /// finish, as tokio's `JoinSet`.
@@ -88,8 +88,10 @@ impl<T: 'static> JoinSet<T> {
 
     /// Adds the task of `handle` to the set, whichever entry point spawned
     /// it. The set watches it from now on: a task that finishes before
-    /// another is joined before it.
-    pub fn insert(&mut self, handle: JoinHandle<T>) {
+    /// another is joined before it. Returns a handle that aborts the task
+    /// from any thread (as tokio's `JoinSet::spawn` returns).
+    pub fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
+        let abort = handle.abort_handle();
         self.pending.push(handle);
         // Poll the new handle at once, so that it registers for its task's
         // completion (and is joined in finish order), with the waker of the
@@ -99,35 +101,36 @@ impl<T: 'static> JoinSet<T> {
         while let Poll::Ready(Some(res)) = self.pending.poll_next_unpin(&mut cx) {
             self.done.push_back(res);
         }
+        abort
     }
 
     /// Spawns `future` onto the current task's queue of the running
     /// executor (onto the first declared queue from the main future of
     /// `block_on` / `run_until`), as the free [`spawn`](crate::spawn), and
-    /// adds it to the set.
+    /// adds it to the set; returns its [`AbortHandle`].
     ///
     /// # Panics
     /// Outside a running tourbillon executor, or after it shut down, as
     /// [`spawn`](crate::spawn); spawn with [`try_spawn`](crate::try_spawn)
     /// and [`insert`](JoinSet::insert) the handle for an error instead.
-    pub fn spawn<F>(&mut self, future: F)
+    pub fn spawn<F>(&mut self, future: F) -> AbortHandle
     where
         F: Future<Output = T> + 'static,
     {
-        self.insert(crate::spawn(future));
+        self.insert(crate::spawn(future))
     }
 
-    /// Spawns `future` onto the queue of `queue` and adds it to the set.
+    /// Spawns `future` onto the queue of `queue` and adds it to the set;
+    /// returns its [`AbortHandle`].
     ///
     /// # Errors
     /// [`SpawnError::Shutdown`] once the executor is dropped; the set is
     /// then unchanged.
-    pub fn spawn_on<F>(&mut self, future: F, queue: &QueueHandle) -> Result<(), SpawnError>
+    pub fn spawn_on<F>(&mut self, future: F, queue: &QueueHandle) -> Result<AbortHandle, SpawnError>
     where
         F: Future<Output = T> + 'static,
     {
-        self.insert(queue.spawn(future)?);
-        Ok(())
+        Ok(self.insert(queue.spawn(future)?))
     }
 
     /// Waits for one of the tasks of the set to finish and returns its

@@ -28,9 +28,9 @@ pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join_set::JoinSet;
-pub use task_impl::join::{AbortHandle, JoinHandle};
 pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec};
+pub use task_impl::join::{AbortHandle, JoinHandle};
 pub use yield_now::yield_now;
 
 pub mod task {

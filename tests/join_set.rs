@@ -321,7 +321,10 @@ fn spawn_errors() {
     let mut set = JoinSet::new();
     set.spawn_on(yields(0), &a).unwrap();
     drop(ex);
-    assert_eq!(set.spawn_on(yields(1), &a), Err(SpawnError::Shutdown));
+    assert_eq!(
+        set.spawn_on(yields(1), &a).unwrap_err(),
+        SpawnError::Shutdown
+    );
     assert_eq!(set.len(), 1);
     let res = set.try_join_next().unwrap();
     assert!(res.unwrap_err().is_cancelled());

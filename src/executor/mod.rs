@@ -29,10 +29,10 @@ use self::remote::RemoteSpawner;
 use self::task_builder::TaskBuilder;
 use crate::builder::Builder;
 use crate::error::{SharesError, SpawnError, UnknownQueue};
-use crate::task::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
+use crate::task::join::JoinHandle;
 
 /// A single-threaded executor whose queues share the thread by weight.
 ///
