@@ -97,7 +97,7 @@
 //! `--fg-shares` set their
 //! `host_yield_interval` (default 200 us, the crate's default) and Fg
 //! queue shares (default 99, the weights of clockworker's published run,
-//! `scheduling.md` 4.4; the example is 8): with
+//! an example weight of 8 gives the same picture): with
 //! a CPU-bound bg queue, the host's timers (the fg sleeps) are serviced once
 //! per host-yield interval, so a smaller interval shortens fg wake-ups at
 //! the cost of more host turns; and a backlogged fg queue leaves bg its

@@ -5,7 +5,7 @@
 //!
 //! The workloads are those of `tests/lasmodel`, the reference model of the
 //! L6 test in `tests/las.rs`, which this bench includes by path: its shapes
-//! (`scheduling.md` section 7.4) and its generator (`lasmodel::generate`).
+//! (docs/design.md, L6 and L7) and its generator (`lasmodel::generate`).
 //! Poisson arrivals at the rate that gives load `rho`; each task is `k` CPU
 //! segments (one poll each) of busy-spinning on `Instant` for the scripted
 //! time; between two segments it either yields (`yield_now().await`,

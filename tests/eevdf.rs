@@ -1,7 +1,7 @@
-//! EEVDF across queues: the oracles E1-E8, E10, E12 and E13 of scheduling.md 8.1,
+//! EEVDF across queues: the oracles E1-E8, E10, E12 and E13 (docs/design.md, section 4),
 //! as exact assertions on the virtual clock of `tests/common`.
 //!
-//! Notation (scheduling.md): `w_i` weight, `W` sum of the weights of the
+//! Notation (docs/design.md, section 1): `w_i` weight, `W` sum of the weights of the
 //! runnable queues, `r_i` request (slice; 250 us by default for every queue,
 //! so `r_max = 250 us`), `p_max` the largest scripted poll cost, `S_i` the
 //! service queue `i` received, `T` the length of the run.
@@ -12,7 +12,7 @@
 //! * R8: a run ends at the first poll boundary at which its request is used
 //!   (or the host-yield budget is spent, or it was preempted), so one run
 //!   gives a queue at most `r_i + p_max` of service past its last pick;
-//! * EEVDF (scheduling.md 2.2): in a steady state every lag stays within
+//! * EEVDF (docs/design.md, E1 and E3): in a steady state every lag stays within
 //!   `(-r_max, max(r_max, q))`; here the quantum `q` is one run
 //!   (`r_max + p_max`), which gives the practical tolerance
 //!   `2·(r_max + p_max)` of section 8.
@@ -112,7 +112,7 @@ fn e1_cases_with(t: u64, cost: impl Fn(usize) -> u64, cheap: bool) -> Vec<u64> {
             let costs: Vec<u64> = (0..ws.len()).map(&cost).collect();
             let p_max = *costs.iter().max().unwrap();
             // E1: |S_i - T·w_i/W| <= 2·(r_max + p_max): the EEVDF lag
-            // bound with the quantum read as one run (scheduling.md 2.2).
+            // bound with the quantum read as one run (docs/design.md, E1).
             let bound = 2 * (R + p_max);
             let (s, sup) = saturate(ws, &costs, t, bound, cheap);
             let case = format!("E1 weights {ws:?} costs {costs:?} T={t}");

@@ -1,5 +1,5 @@
 //! The `Las` scheduler and spawn groups: the oracles L1-L6 of
-//! scheduling.md 8.2, as exact assertions on a virtual clock, and a
+//! docs/design.md (section 5), as exact assertions on a virtual clock, and a
 //! property test of the task and group life cycle across a `RunnableFifo`
 //! queue and a `Las` queue.
 //!
@@ -609,7 +609,7 @@ fn l2_new_task_polled_before_any_task_of_a_served_group() {
 }
 
 // L2 with the default quantized keys (`Las::new()`, q0 = 100 us): no task
-// of a group with service >= q0 runs while a new task waits (scheduling.md
+// of a group with service >= q0 runs while a new task waits (docs/design.md,
 // L2's "a >= q0"); the 1 ns worker stays in level 0 with the new tasks and
 // takes its FIFO turn among them.
 #[test]
@@ -829,7 +829,7 @@ fn l4_run(las: Las) -> Waits {
 //     first boundary after its measured wait exceeds M: the boundary
 //     before had measured wait <= M, so X's wait <= M + p_max.
 // (3) Only one queue: no other queue takes the thread, so the slice r,
-//     which in scheduling.md's M + r + p_max covers the queue's run ending
+//     which in L4's M + r + p_max (docs/design.md) covers the queue's run ending
 //     while the task waits, adds nothing here; the exact bound is
 //     M + p_max = 1.1 ms (<= M + r + p_max).
 // (2) needs X to be the oldest overdue entry: here the fat task is the

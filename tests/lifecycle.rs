@@ -1,4 +1,4 @@
-//! Task life cycle (reference `scheduling.md` 8.2 F1 and 8.3 T1-T6):
+//! Task life cycle (docs/design.md: F1 in section 5, T1-T6 in section 6):
 //! scheduling order, abort, detach, panics, shutdown, cooperative yielding,
 //! and spawning. Deterministic: no sleeps, and a `ManualClock` wherever time
 //! matters.

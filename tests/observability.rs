@@ -1,5 +1,5 @@
 //! Observability on the virtual clock: the stall detector (oracle T7 of
-//! scheduling.md 8.3), the per-queue counters and the wake-to-first-poll
+//! docs/design.md, section 6), the per-queue counters and the wake-to-first-poll
 //! histograms (T8), with exact assertions.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Deterministic harness for the EEVDF oracles of scheduling.md 8.1.
+//! Deterministic harness for the EEVDF oracles (docs/design.md, section 4).
 //!
 //! Everything runs on one [`ManualClock`] (the executor reads a
 //! `ManualClock` after every poll and charges each poll exactly;
