@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::boundary::PanicSink;
 use crate::error::BuildError;
-use crate::executor::clock::{duration_ns, Clock, SystemClock};
+use crate::clock::{duration_ns, Clock, SystemClock};
 use crate::executor::core::Core;
 use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};

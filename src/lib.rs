@@ -4,6 +4,7 @@
 
 mod boundary;
 mod builder;
+pub(crate) mod clock;
 #[cfg(feature = "tokio")]
 mod coop;
 mod error;
@@ -22,7 +23,7 @@ pub use builder::{
     DEFAULT_MIN_RUN,
 };
 pub use error::{BuildError, JoinError, SharesError, SpawnError};
-pub use executor::clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use executor::drive::RunUntil;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
-use super::clock::Clock;
 use super::inbox::{Remote, RemoteOp};
 use super::run_loop::RunState;
 use crate::boundary::{self, PanicSink};
+use crate::clock::Clock;
 use crate::builder::{Config, StallReport};
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;

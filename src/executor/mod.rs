@@ -1,11 +1,8 @@
-// `deny`, not `forbid`: `tsc` allows its one `unsafe` block; every other
-// module of the executor forbids `unsafe` itself.
 #![deny(unsafe_code)]
 //! The executor: its public handle ([`Executor`]), the run loop, the EEVDF
-//! pick, the clock, the inbox for foreign wakes, and the drivers.
+//! pick, the inbox for foreign wakes, and the drivers.
 
 pub(crate) mod batch;
-pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod drive;
@@ -14,8 +11,6 @@ pub(crate) mod inbox;
 pub(crate) mod remote;
 pub(crate) mod run_loop;
 pub(crate) mod task_builder;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod tsc;
 
 use std::fmt;
 use std::future::Future;

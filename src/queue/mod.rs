@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
-use crate::executor::clock::duration_ns;
+use crate::clock::duration_ns;
 use crate::executor::eevdf::{Eevdf, Entity};
 use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
 use crate::stats::QueueCounters;
