@@ -6,8 +6,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
-use crate::error::BuildError;
 use crate::clock::{duration_ns, Clock, SystemClock};
+use crate::config::{Config, StallReport};
+use crate::error::BuildError;
 use crate::executor::core::Core;
 use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
@@ -50,26 +51,6 @@ pub enum PanicPolicy {
     /// drops every task once (and never panics).
     Propagate,
 }
-
-/// Knobs the run loop reads; set through [`Builder`].
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) max_polls: u32,
-    pub(crate) host_yield_interval_ns: u64,
-    pub(crate) preemption: bool,
-    pub(crate) min_run_ns: u64,
-    pub(crate) panic_policy: PanicPolicy,
-    pub(crate) general_pick: bool,
-    /// Record wake-to-first-poll histograms.
-    pub(crate) latency: bool,
-    /// Stall threshold, ns (`u64::MAX`: no detector).
-    pub(crate) stall_ns: u64,
-    /// One clock read per poll for every queue (latency or stalls on).
-    pub(crate) per_poll_timing: bool,
-}
-
-/// The stall detector's callback.
-pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;
 
 /// Default base slice (EEVDF request): 250 us, a third of Linux's base
 /// slice on one CPU (`sysctl_sched_base_slice`, 750 us).
@@ -379,7 +360,6 @@ impl<K: QueueKey> Builder<K> {
             host_yield_interval_ns: duration_ns(self.host_yield_interval),
             preemption: self.preemption,
             min_run_ns: duration_ns(self.min_run),
-            panic_policy: self.panic_policy,
             general_pick: self.general_pick,
             latency: self.latency,
             stall_ns: self
@@ -390,13 +370,22 @@ impl<K: QueueKey> Builder<K> {
         };
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
         let report = self.stall.map(|(_, r)| r);
-        let panics = Rc::new(PanicSink::new(cfg.panic_policy == PanicPolicy::Propagate));
+        let panics = Rc::new(PanicSink::new(self.panic_policy == PanicPolicy::Propagate));
         let queues = Queues::new(specs, self.base_slice, &panics);
         let core = Core::new(queues, clock, cfg, panics, report);
         Ok(Executor::from_parts(
             Rc::new(core),
             std::sync::Arc::new(KeyMap::new(keys)),
         ))
+    }
+}
+
+// Here rather than in the executor's module, so that the builder depends
+// on the executor and not the other way round.
+impl<K: QueueKey> Executor<K> {
+    /// A [`Builder`] to declare queues and options.
+    pub fn builder() -> Builder<K> {
+        Builder::new()
     }
 }
 

@@ -5,6 +5,7 @@
 mod boundary;
 mod builder;
 pub(crate) mod clock;
+pub(crate) mod config;
 #[cfg(feature = "tokio")]
 mod coop;
 mod error;
@@ -22,8 +23,8 @@ pub use builder::{
     Builder, PanicPolicy, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
     DEFAULT_MIN_RUN,
 };
-pub use error::{BuildError, JoinError, SharesError, SpawnError};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{BuildError, JoinError, SharesError, SpawnError};
 pub use executor::drive::RunUntil;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;

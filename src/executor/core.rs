@@ -17,7 +17,7 @@ use super::inbox::{Remote, RemoteOp};
 use super::run_loop::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::Clock;
-use crate::builder::{Config, StallReport};
+use crate::config::{Config, StallReport};
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::Queues;

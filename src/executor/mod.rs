@@ -22,7 +22,6 @@ use self::drive::RunUntil;
 use self::inbox::{Remote, RemoteOp};
 use self::remote::RemoteSpawner;
 use self::task_builder::TaskBuilder;
-use crate::builder::Builder;
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
 use crate::queue::handle::QueueHandle;
@@ -80,11 +79,6 @@ impl<K: QueueKey> Executor<K> {
         Self {
             spawner: Spawner { core, keys },
         }
-    }
-
-    /// A [`Builder`] to declare queues and options.
-    pub fn builder() -> Builder<K> {
-        Builder::new()
     }
 
     fn index(&self, key: K) -> Result<usize, SpawnError> {
