@@ -10,8 +10,9 @@ use crate::clock::{duration_ns, Clock, SystemClock};
 use crate::config::{Config, StallReport};
 use crate::error::BuildError;
 use crate::executor::core::Core;
+use crate::executor::queues::Queues;
 use crate::executor::Executor;
-use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
+use crate::queue::{KeyMap, QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
 use crate::stats::Stall;
 
 /// What happens when a task, or other user code the executor calls,

@@ -26,11 +26,11 @@ pub use builder::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BuildError, JoinError, SharesError, SpawnError};
 pub use executor::drive::RunUntil;
+pub use executor::queue_handle::QueueHandle;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join::JoinHandle;
-pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
 pub use sched::{Las, RunnableFifo, Scheduler};
 pub use stats::{ExecutorStats, LatencyHistogram, QueueStats, Stall};

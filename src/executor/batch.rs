@@ -11,7 +11,7 @@
 use std::cell::Cell;
 
 use super::core::Core;
-use crate::queue::Queues;
+use super::queues::Queues;
 use crate::task::id::TaskId;
 
 /// Tasks of the running `RunnableFifo` queue that are runnable again after

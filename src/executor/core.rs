@@ -14,13 +14,13 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::inbox::{Remote, RemoteOp};
+use super::queues::Queues;
 use super::run_loop::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::Clock;
 use crate::config::{Config, StallReport};
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
-use crate::queue::Queues;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};

@@ -5,9 +5,9 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
+use super::core::Core;
+use super::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError};
-use crate::executor::core::Core;
-use crate::executor::task_builder::TaskBuilder;
 use crate::join::JoinHandle;
 
 /// A cheap, clonable handle to one queue of an executor (`!Send`, like the
