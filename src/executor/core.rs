@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::inbox::{Remote, RemoteOp};
 use super::queues::Queues;
-use super::run_loop::RunState;
+use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::Clock;
 use crate::config::{Config, StallReport};
@@ -115,7 +115,7 @@ impl Core {
     #[inline(never)]
     fn clock_failed(&self, payload: boundary::Payload) -> u64 {
         self.panics.report(payload);
-        self.run.last_ns.get()
+        self.run.clock.last_ns.get()
     }
 
     /// Spawns `future` onto queue `q`, in the keyed group `group` or as a
@@ -218,7 +218,7 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.run.queue.get().unwrap_or(0);
+        let q = self.run.current.queue.get().unwrap_or(0);
         self.spawn(q, None, future)
     }
 
@@ -328,7 +328,7 @@ impl Core {
         if self.shutdown.get() {
             return Err(SharesError::Shutdown);
         }
-        let running = self.run.queue.get();
+        let running = self.run.current.queue.get();
         if let Some(c) = running {
             self.checkpoint(c);
         }
@@ -371,8 +371,8 @@ impl Core {
     /// Runnable tasks of queue `q` that its run in progress took from the
     /// scheduler and has not polled yet, or requeued and not pushed yet.
     fn held(&self, q: usize) -> usize {
-        if self.run.queue.get() == Some(q) {
-            self.run.batch_len.get() - self.run.batch_pos.get() + self.run.tail.len()
+        if self.run.current.queue.get() == Some(q) {
+            self.run.held.len.get() - self.run.held.pos.get() + self.run.held.tail.len()
         } else {
             0
         }

@@ -52,7 +52,7 @@ impl Drop for DriveGuard<'_> {
     fn drop(&mut self) {
         self.core.driving.set(false);
         // A panic out of a scheduler may have left a run open.
-        self.core.run.queue.set(None);
+        self.core.run.current.queue.set(None);
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod queue_handle;
 pub(crate) mod queues;
 pub(crate) mod remote;
 pub(crate) mod run_loop;
+pub(crate) mod run_state;
 pub(crate) mod task_builder;
 
 use std::fmt;

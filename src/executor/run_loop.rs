@@ -32,11 +32,10 @@
 //! requirement (`QueueSpec::latency`) of a queue that waits for the host,
 //! computed at the start of the turn and again when such a queue departs.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::batch::{Batch, Held, Tail};
+use super::batch::Held;
 use super::core::{bump, Core};
 use super::inbox::RemoteOp;
 use super::queues::Queues;
@@ -91,69 +90,6 @@ pub(crate) enum Turn {
     Idle,
 }
 
-/// The run in progress and the turn's budget (plain `Cell`s: read and
-/// written on every poll, and by `should_yield` from inside a poll).
-#[derive(Debug, Default)]
-pub(crate) struct RunState {
-    /// Queue of the run in progress.
-    pub(crate) queue: Cell<Option<usize>>,
-    /// Queue whose run ended last, if it may continue (RUN_TO_PARITY).
-    pub(crate) prev: Cell<Option<usize>>,
-    /// Clock at the last checkpoint.
-    pub(crate) last_ns: Cell<u64>,
-    pub(crate) run_start_ns: Cell<u64>,
-    pub(crate) turn_start_ns: Cell<u64>,
-    /// The turn ends once this long has passed since its start: the
-    /// builder's host-yield interval, or the shortest latency requirement
-    /// of a waiting queue ([`Queues::host_interval_ns`]).
-    pub(crate) host_interval_ns: Cell<u64>,
-    /// Polls before the next checkpoint (amortised mode); counted down by
-    /// one per poll.
-    pub(crate) countdown: Cell<u32>,
-    /// `countdown` as the last checkpoint set it: the polls since that
-    /// checkpoint are `countdown_set - countdown`.
-    pub(crate) countdown_set: Cell<u32>,
-    /// Polls left in this turn, as of the last checkpoint (`countdown`
-    /// never exceeds it, so the turn's last poll is a checkpoint).
-    pub(crate) polls_left: Cell<u32>,
-    /// The run ends at this poll boundary: the one flag the run loop reads
-    /// per poll, recomputed ([`Core::update_stop`]) wherever one of its
-    /// causes changes (checkpoint, placement, `should_yield`).
-    pub(crate) stop: Cell<bool>,
-    /// The request in force is used: the run ends at this boundary once
-    /// another queue is runnable (R8b).
-    pub(crate) slice_over: Cell<bool>,
-    /// R4 renewed the running queue's request during this run, so
-    /// RUN_TO_PARITY no longer protects it.
-    pub(crate) renewed: Cell<bool>,
-    pub(crate) turn_over: Cell<bool>,
-    pub(crate) preempt: Cell<bool>,
-    /// A queue that woke during this run may preempt it but `min_run` still
-    /// protects the run: preempt at the first checkpoint at or after this
-    /// instant (R9; E4's bound `min_run + p`).
-    pub(crate) preempt_at: Cell<Option<u64>>,
-    /// `should_yield` told the task to yield: end the run after this poll.
-    pub(crate) end_requested: Cell<bool>,
-    /// The run's batch ([`Held`]): ids from `batch_pos` to `batch_len`
-    /// were taken from the running queue's scheduler and not polled yet
-    /// (counted in the queue's `runnable_tasks`).
-    pub(crate) batch_pos: Cell<usize>,
-    pub(crate) batch_len: Cell<usize>,
-    /// The call site of the next poll ([`RawTask::poll`]): flipped at every
-    /// poll and kept across runs, so that two tasks polled in turn keep
-    /// one site each whatever the length of the runs.
-    ///
-    /// [`RawTask::poll`]: crate::task::raw::RawTask::poll
-    pub(crate) second_site: Cell<bool>,
-    /// The batch [`Held`] takes ids into: here rather than in `Held`, so
-    /// that a run neither initialises nor moves it (a run of one poll, as
-    /// in a ping-pong, paid 90 instructions for that; callgrind).
-    pub(crate) batch: Batch,
-    /// Tasks of the running `RunnableFifo` queue requeued by the run and
-    /// not yet pushed to the deque.
-    pub(crate) tail: Tail,
-}
-
 impl Core {
     /// One driver turn. `follows`: the driver runs it right after a busy
     /// turn, with nothing in between (no host turn, no poll of its own
@@ -177,16 +113,16 @@ impl Core {
     fn turn(&self, follows: bool) -> Turn {
         self.release_deferred();
         let now = if follows && !self.cheap_clock {
-            self.run.last_ns.get()
+            self.run.clock.last_ns.get()
         } else {
             self.now_ns()
         };
         let r = &self.run;
-        r.turn_start_ns.set(now);
+        r.turn.start_ns.set(now);
         self.update_host_interval();
-        r.last_ns.set(now);
-        r.polls_left.set(self.cfg.max_polls);
-        r.turn_over.set(false);
+        r.clock.last_ns.set(now);
+        r.turn.polls_left.set(self.cfg.max_polls);
+        r.turn.over.set(false);
         bump(&self.counters.turns);
         loop {
             self.boundary();
@@ -194,7 +130,7 @@ impl Core {
                 .queues
                 .borrow_mut()
                 .eevdf
-                .pick(r.prev.get(), self.cfg.general_pick);
+                .pick(r.current.prev.get(), self.cfg.general_pick);
             let Some(q) = picked else {
                 return if self.deferred.borrow().is_empty()
                     && self.deferred_wakers.borrow().is_empty()
@@ -219,7 +155,7 @@ impl Core {
             .queues
             .borrow()
             .host_interval_ns(self.cfg.host_yield_interval_ns);
-        self.run.host_interval_ns.set(interval);
+        self.run.turn.host_interval_ns.set(interval);
     }
 
     /// Deferred yields of the previous turn become runnable.
@@ -302,16 +238,16 @@ impl Core {
         // come from one clock read per poll, while the EEVDF charge stays
         // amortised.
         let precise = PER_POLL && self.cheap_clock;
-        let mut poll_start = self.run.last_ns.get();
+        let mut poll_start = self.run.clock.last_ns.get();
         let r = &self.run;
-        r.queue.set(Some(q));
-        r.run_start_ns.set(r.last_ns.get());
-        r.slice_over.set(false);
-        r.renewed.set(false);
-        r.preempt.set(false);
-        r.preempt_at.set(None);
-        r.end_requested.set(false);
-        r.stop.set(false);
+        r.current.queue.set(Some(q));
+        r.current.start_ns.set(r.clock.last_ns.get());
+        r.end.slice_over.set(false);
+        r.end.renewed.set(false);
+        r.end.preempt.set(false);
+        r.end.preempt_at.set(None);
+        r.end.requested.set(false);
+        r.end.stop.set(false);
         self.reset_countdown(q);
         let defer_yields = self.nested.get();
         let propagate = self.panics.propagates();
@@ -341,7 +277,7 @@ impl Core {
             if precise {
                 // The clock was read at the end of the previous poll: that
                 // reading is this poll's start.
-                poll_start = r.last_ns.get();
+                poll_start = r.clock.last_ns.get();
             }
             let this_start = poll_start;
             // Read before the poll: a task that completes is removed.
@@ -379,8 +315,8 @@ impl Core {
             r.second_site.set(!site);
             // `countdown >= 1` before every poll (see `countdown`); the
             // checkpoint counts the polls since the last one.
-            let countdown = r.countdown.get() - 1;
-            r.countdown.set(countdown);
+            let countdown = r.clock.countdown.get() - 1;
+            r.clock.countdown.set(countdown);
             if precise || countdown == 0 {
                 self.checkpoint(q);
             }
@@ -390,7 +326,7 @@ impl Core {
             let elapsed = if !timing {
                 None
             } else if precise {
-                Some(r.last_ns.get().saturating_sub(this_start))
+                Some(r.clock.last_ns.get().saturating_sub(this_start))
             } else {
                 let now = self.now_ns();
                 poll_start = now;
@@ -422,7 +358,7 @@ impl Core {
             if self.attention.get() || self.remote.has_pending() {
                 self.boundary();
             }
-            if r.stop.get() {
+            if r.end.stop.get() {
                 break;
             }
         }
@@ -490,7 +426,7 @@ impl Core {
     /// Ends the run of `q`: charges the rest, departs if empty (R7).
     fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
-        if r.countdown_set.get() != r.countdown.get() {
+        if r.clock.countdown_set.get() != r.clock.countdown.get() {
             self.checkpoint(q);
         }
         {
@@ -511,10 +447,11 @@ impl Core {
         // one when that request is used (R4 renewed it during this run),
         // or when a waker was entitled to preempt the run (or soon would
         // be, after min_run).
-        let protected = !(r.renewed.get() || r.preempt.get() || r.preempt_at.get().is_some());
-        r.prev.set(protected.then_some(q));
-        r.queue.set(None);
-        r.polls_left.get() == 0 || r.turn_over.get()
+        let protected =
+            !(r.end.renewed.get() || r.end.preempt.get() || r.end.preempt_at.get().is_some());
+        r.current.prev.set(protected.then_some(q));
+        r.current.queue.set(None);
+        r.turn.polls_left.get() == 0 || r.turn.over.get()
     }
 
     /// Reads the clock and charges the time since the last checkpoint to
@@ -532,24 +469,26 @@ impl Core {
     fn charge_now(&self, q: usize) -> u64 {
         let now = self.now_ns();
         let r = &self.run;
-        let delta = now.saturating_sub(r.last_ns.get());
-        r.last_ns.set(now);
-        let polls = r.countdown_set.get() - r.countdown.get();
-        r.polls_left.set(r.polls_left.get().saturating_sub(polls));
+        let delta = now.saturating_sub(r.clock.last_ns.get());
+        r.clock.last_ns.set(now);
+        let polls = r.clock.countdown_set.get() - r.clock.countdown.get();
+        r.turn
+            .polls_left
+            .set(r.turn.polls_left.get().saturating_sub(polls));
         self.counters
             .polls
             .set(self.counters.polls.get() + u64::from(polls));
         {
             let mut qs = self.queues.borrow_mut();
             if qs.eevdf.charge(q, delta) {
-                r.slice_over.set(true);
-                r.renewed.set(true);
+                r.end.slice_over.set(true);
+                r.end.renewed.set(true);
             } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
                 // Alone, a used request does not end the run (R5 would pick
                 // the queue again) and R4 renewed it: once another queue
                 // is placed, the run ends when the request in force is
                 // used (R8b), not at once.
-                r.slice_over.set(false);
+                r.end.slice_over.set(false);
             }
             let st = &mut qs.list[q];
             st.counters.service_ns = st.counters.service_ns.saturating_add(delta);
@@ -566,11 +505,11 @@ impl Core {
                 };
             }
         }
-        if now.saturating_sub(r.turn_start_ns.get()) >= r.host_interval_ns.get() {
-            r.turn_over.set(true);
+        if now.saturating_sub(r.turn.start_ns.get()) >= r.turn.host_interval_ns.get() {
+            r.turn.over.set(true);
         }
-        if r.preempt_at.get().is_some_and(|at| now >= at) {
-            r.preempt.set(true);
+        if r.end.preempt_at.get().is_some_and(|at| now >= at) {
+            r.end.preempt.set(true);
         }
         delta
     }
@@ -578,12 +517,12 @@ impl Core {
     /// Whether the run in progress must end at this poll boundary.
     pub(crate) fn update_stop(&self) {
         let r = &self.run;
-        r.stop.set(
-            r.polls_left.get() == 0
-                || r.turn_over.get()
-                || r.preempt.get()
-                || r.end_requested.get()
-                || (r.slice_over.get() && self.contended()),
+        r.end.stop.set(
+            r.turn.polls_left.get() == 0
+                || r.turn.over.get()
+                || r.end.preempt.get()
+                || r.end.requested.get()
+                || (r.end.slice_over.get() && self.contended()),
         );
     }
 
@@ -591,26 +530,26 @@ impl Core {
     /// checkpoint (or at a run's start), when no poll is uncharged.
     pub(crate) fn reset_countdown(&self, q: usize) {
         let n = self.countdown(q);
-        self.run.countdown.set(n);
-        self.run.countdown_set.set(n);
+        self.run.clock.countdown.set(n);
+        self.run.clock.countdown_set.set(n);
     }
 
     /// Polls that fit before the next needed checkpoint (amortised mode).
     fn countdown(&self, q: usize) -> u32 {
         let r = &self.run;
-        if r.polls_left.get() <= 1 {
+        if r.turn.polls_left.get() <= 1 {
             // The turn's last poll (or past it): nothing to divide. At the
             // end of every full turn (callgrind).
             return 1;
         }
         let qs = self.queues.borrow();
-        let elapsed = r.last_ns.get().saturating_sub(r.turn_start_ns.get());
-        let mut left = r.host_interval_ns.get().saturating_sub(elapsed);
+        let elapsed = r.clock.last_ns.get().saturating_sub(r.turn.start_ns.get());
+        let mut left = r.turn.host_interval_ns.get().saturating_sub(elapsed);
         if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
             left = left.min(qs.eevdf.slice_left_ns(q));
         }
-        if let Some(at) = r.preempt_at.get() {
-            left = left.min(at.saturating_sub(r.last_ns.get()));
+        if let Some(at) = r.end.preempt_at.get() {
+            left = left.min(at.saturating_sub(r.clock.last_ns.get()));
         }
         let cost = qs.list[q].poll_cost_ns;
         if cost == 0 {
@@ -621,7 +560,7 @@ impl Core {
             // interval (61 ms for polls of 1 ms).
             return 1;
         }
-        (left / cost).clamp(1, r.polls_left.get().max(1) as u64) as u32
+        (left / cost).clamp(1, r.turn.polls_left.get().max(1) as u64) as u32
     }
 
     /// Work at a poll boundary: foreign wakes, aborts, placement of queues
@@ -665,13 +604,13 @@ impl Core {
             return;
         }
         let r = &self.run;
-        let cur = r.queue.get();
+        let cur = r.current.queue.get();
         if let Some(c) = cur {
             // Charge the running queue first so that V is current (the
             // countdown and the stop flag are set below, once placed);
             // unless the last checkpoint was at this boundary (no poll
             // since), whose `slice_over` must stay as it is.
-            if r.countdown_set.get() != r.countdown.get() {
+            if r.clock.countdown_set.get() != r.clock.countdown.get() {
                 self.charge_now(c);
             }
         }
@@ -686,26 +625,31 @@ impl Core {
             if let (Some(c), true) = (cur, self.cfg.preemption) {
                 if c != j && qs.eevdf.would_preempt(c, j) {
                     let (rc, rj) = (qs.eevdf.ents[c].request_ns, qs.eevdf.ents[j].request_ns);
-                    let ran = r.last_ns.get().saturating_sub(r.run_start_ns.get());
+                    let ran = r
+                        .clock
+                        .last_ns
+                        .get()
+                        .saturating_sub(r.current.start_ns.get());
                     let min_run = self.cfg.min_run_ns.min(rc);
                     if ran >= min_run || rj < rc {
-                        r.preempt.set(true);
-                    } else if r.preempt_at.get().is_none() {
+                        r.end.preempt.set(true);
+                    } else if r.end.preempt_at.get().is_none() {
                         // Protected for now, not vetoed: preempt once the
                         // run has lasted min_run.
                         // Saturated: near the end of the clock's range
                         // the preemption is due at its last instant.
-                        r.preempt_at
-                            .set(Some(r.run_start_ns.get().saturating_add(min_run)));
+                        r.end
+                            .preempt_at
+                            .set(Some(r.current.start_ns.get().saturating_add(min_run)));
                     }
                 }
             }
             // Between runs (a wake from the host between two turns): the
             // queue that ran last would continue under RUN_TO_PARITY; a
             // waking queue that would preempt it takes the pick instead.
-            if let (None, Some(p), true) = (cur, r.prev.get(), self.cfg.preemption) {
+            if let (None, Some(p), true) = (cur, r.current.prev.get(), self.cfg.preemption) {
                 if p != j && qs.eevdf.would_preempt(p, j) {
-                    r.prev.set(None);
+                    r.current.prev.set(None);
                 }
             }
         }
@@ -862,19 +806,19 @@ impl Core {
         if !self.driving.get() || !super::context::in_task_poll() {
             return false;
         }
-        let Some(q) = self.run.queue.get() else {
+        let Some(q) = self.run.current.queue.get() else {
             return false;
         };
         self.checkpoint(q);
         self.place_activations();
         let r = &self.run;
-        let yes = r.preempt.get()
-            || r.turn_over.get()
-            || r.end_requested.get()
-            || (r.slice_over.get() && self.contended());
+        let yes = r.end.preempt.get()
+            || r.turn.over.get()
+            || r.end.requested.get()
+            || (r.end.slice_over.get() && self.contended());
         if yes {
-            r.end_requested.set(true);
-            r.stop.set(true);
+            r.end.requested.set(true);
+            r.end.stop.set(true);
         }
         yes
     }
