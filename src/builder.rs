@@ -76,8 +76,7 @@ pub const DEFAULT_MAX_POLLS: u32 = 61;
 /// a host timer waits for the next turn. In `benches/priority.rs` (fg
 /// requests of 100-500 us polls and tokio sleeps, 99:1 against a
 /// CPU-bound bg queue), the fg p99 latency was 6,369 to 6,580 us with 500
-/// us (clockworker's `driver_yield`, the default until the tenth session),
-/// 6,111 to 6,159 with 250 and 5,761 to 5,814 with 200, against 5,389 to
+/// us (clockworker's `driver_yield`), 6,111 to 6,159 with 250 and 5,761 to 5,814 with 200, against 5,389 to
 /// 6,398 for tokio with no bg at all. More turns cost throughput:
 /// `benches/host_interval.rs` (polls of 5 and 20 us) lost 0.13% to 0.17%
 /// of it at 200 us against 500.

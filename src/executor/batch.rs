@@ -28,6 +28,7 @@ use crate::task::id::TaskId;
 /// that lives across the poll call are stored to and reloaded from the
 /// stack at every poll, for the unwinding path (about 50 instructions per
 /// headline task of six polls; callgrind).
+#[must_use = "dropping `Held` at once puts its batch back: keep it for the run"]
 pub(crate) struct Held<'a> {
     core: &'a Core,
     q: usize,
@@ -41,6 +42,7 @@ impl<'a> Held<'a> {
     }
 
     /// The next task to poll, if the queue has one.
+    #[must_use = "the id was taken from the scheduler: it must be polled or put back"]
     #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<TaskId> {
         let r = &self.core.run;

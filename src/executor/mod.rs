@@ -2,12 +2,15 @@
 //! The executor: its public handle ([`Executor`]), the run loop, the EEVDF
 //! pick, the inbox for foreign wakes, and the drivers.
 
+pub(crate) mod accounting;
 pub(crate) mod batch;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod eevdf;
 pub(crate) mod inbox;
+pub(crate) mod observe;
+pub(crate) mod placement;
 pub(crate) mod queue_handle;
 pub(crate) mod queues;
 pub(crate) mod remote;

@@ -90,6 +90,7 @@ impl Queues {
 
     /// Pushes a runnable task; returns `true` if its queue just became
     /// non-empty and awaits placement.
+    #[must_use = "`true` asks for a placement at the next boundary (`Core::on_activation`)"]
     #[inline(always)]
     pub(crate) fn push(&mut self, q: usize, task: TaskId, group: GroupId) -> bool {
         let qs = &mut self.list[q];

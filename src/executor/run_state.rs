@@ -102,6 +102,19 @@ pub(crate) struct RunEnd {
     pub(crate) requested: Cell<bool>,
 }
 
+impl RunEnd {
+    /// No cause to end the run: its state at the run's start.
+    #[inline(always)]
+    pub(crate) fn clear(&self) {
+        self.slice_over.set(false);
+        self.renewed.set(false);
+        self.preempt.set(false);
+        self.preempt_at.set(None);
+        self.requested.set(false);
+        self.stop.set(false);
+    }
+}
+
 /// The ids a run holds outside its queue's scheduler (see `batch`).
 #[derive(Debug, Default)]
 pub(crate) struct HeldIds {
