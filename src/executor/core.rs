@@ -7,7 +7,6 @@
 //! (a poll, a destructor, a foreign waker) runs.
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
@@ -19,13 +18,12 @@ use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::Clock;
 use crate::config::{Config, StallReport};
-use crate::error::{SharesError, SpawnError};
-use crate::join::JoinHandle;
+use crate::error::SharesError;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Header;
-use crate::task::slab::{OutputId, TaskSlab};
+use crate::task::slab::TaskSlab;
 use crate::task::state::TransitionToScheduled;
 
 #[derive(Default)]
@@ -118,110 +116,6 @@ impl Core {
         self.run.clock.last_ns.get()
     }
 
-    /// Spawns `future` onto queue `q`, in the keyed group `group` or as a
-    /// group of its own.
-    pub(crate) fn spawn<F>(
-        self: &Rc<Self>,
-        q: usize,
-        group: Option<u64>,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawn_named(q, group, None, future)
-    }
-
-    /// [`spawn`](Self::spawn) with a task name (for stall reports).
-    pub(crate) fn spawn_named<F>(
-        self: &Rc<Self>,
-        q: usize,
-        group: Option<u64>,
-        name: Option<Rc<str>>,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawn_with(q, group, name, |tasks, group| {
-            let (cell, group) = tasks.insert_joined(future, q, group);
-            let id = cell.id();
-            (JoinHandle::new(cell), id, group)
-        })
-    }
-
-    /// Stores and queues a new task without a join handle; the caller
-    /// attaches its remote delivery.
-    pub(crate) fn spawn_raw<F>(
-        &self,
-        q: usize,
-        group: Option<u64>,
-        name: Option<Rc<str>>,
-        future: F,
-    ) -> Result<OutputId<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawn_with(q, group, name, |tasks, group| {
-            let (oid, group) = tasks.insert(future, q, group);
-            (oid, oid.id(), group)
-        })
-    }
-
-    /// Stores a new task with `insert` (which returns what the caller gets,
-    /// the task's id and its group) and queues it.
-    #[inline(always)]
-    fn spawn_with<R>(
-        &self,
-        q: usize,
-        group: Option<u64>,
-        name: Option<Rc<str>>,
-        insert: impl FnOnce(&mut TaskSlab, Option<GroupId>) -> (R, TaskId, GroupId),
-    ) -> Result<R, SpawnError> {
-        if self.shutdown.get() {
-            return Err(SpawnError::Shutdown);
-        }
-        let group = group.map(|key| self.groups.borrow_mut().join(key));
-        let (spawned, id, group) = {
-            let mut tasks = self.tasks.borrow_mut();
-            let (spawned, id, group) = insert(&mut tasks, group);
-            if let Some(name) = name {
-                tasks.set_name(id, name);
-            }
-            if self.cfg.latency {
-                tasks.set_ready(id, self.now_ns());
-            }
-            (spawned, id, group)
-        };
-        let activated = {
-            let mut qs = self.queues.borrow_mut();
-            self.flush_tail(&mut qs);
-            qs.list[q].counters.spawned += 1;
-            qs.push(q, id, group)
-        };
-        if activated {
-            self.on_activation();
-        }
-        Ok(spawned)
-    }
-
-    /// Spawns onto the queue of the running task (queue 0 from the main
-    /// future of `block_on` / `run_until`).
-    pub(crate) fn spawn_here<F>(
-        self: &Rc<Self>,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        let q = self.run.current.queue.get().unwrap_or(0);
-        self.spawn(q, None, future)
-    }
-
     /// Wakes the hosts that drive the executor (their wakers are user
     /// code: a panic goes to the panic sink).
     pub(crate) fn wake_hosts(&self) {
@@ -231,7 +125,7 @@ impl Core {
 
     /// A queue went from empty to non-empty: it needs placement at the next
     /// boundary, and the host must run us if we are not running.
-    fn on_activation(&self) {
+    pub(super) fn on_activation(&self) {
         self.attention.set(true);
         if !self.driving.get() {
             self.wake_hosts();

@@ -16,6 +16,7 @@ pub(crate) mod queues;
 pub(crate) mod remote;
 pub(crate) mod run_loop;
 pub(crate) mod run_state;
+pub(crate) mod spawn;
 pub(crate) mod task_builder;
 
 use std::fmt;
@@ -28,6 +29,7 @@ use self::drive::RunUntil;
 use self::inbox::{Remote, RemoteOp};
 use self::queue_handle::QueueHandle;
 use self::remote::RemoteSpawner;
+use self::spawn::Spawn;
 use self::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
@@ -98,7 +100,9 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner.spawn(key, future)
+        self.spawner
+            .core
+            .spawn_task(Spawn::new(self.index(key)?, future))
     }
 
     /// Spawns `future` onto the queue `key` in the group `group`: a user key
@@ -129,7 +133,9 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner.spawn_in_group(key, group, future)
+        self.spawner
+            .core
+            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
     }
 
     /// Changes the shares (weight) of the queue `key` at run time, from
@@ -317,8 +323,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.index(key)?;
-        self.core.spawn(q, None, future)
+        self.core.spawn_task(Spawn::new(self.index(key)?, future))
     }
 
     /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
@@ -351,8 +356,8 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.index(key)?;
-        self.core.spawn(q, Some(group), future)
+        self.core
+            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
     }
 }
 
@@ -389,7 +394,7 @@ where
     F::Output: 'static,
 {
     context::with_current(move |core| match core {
-        Some(core) => core.spawn_here(future),
+        Some(core) => core.spawn_task(Spawn::here(core, future)),
         None => Err(SpawnError::NoExecutor),
     })
 }

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
+use super::spawn::Spawn;
 use super::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;
@@ -27,7 +28,7 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn(self.index, None, future)
+        self.core.spawn_task(Spawn::new(self.index, future))
     }
 
     /// Spawns `future` onto this queue in the group `group` (see
@@ -41,7 +42,8 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn(self.index, Some(group), future)
+        self.core
+            .spawn_task(Spawn::new(self.index, future).in_group(group))
     }
 
     /// A [`TaskBuilder`] to spawn onto this queue with a name or a group.

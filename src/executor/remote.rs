@@ -27,6 +27,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::core::Core;
 use super::inbox::{Remote, RemoteOp};
+use super::spawn::Spawn;
 use crate::boundary;
 use crate::error::{JoinError, SpawnError};
 use crate::queue::{KeyMap, QueueKey};
@@ -274,7 +275,13 @@ fn spawn_on_executor<F>(
         }
         return;
     }
-    let Ok(oid) = core.spawn_raw(q, group, None, future) else {
+    let spawn = Spawn {
+        queue: q,
+        group,
+        name: None,
+        future,
+    };
+    let Ok(oid) = core.spawn_detached(spawn) else {
         return; // shut down: `sender` drops -> Cancelled
     };
     core.tasks

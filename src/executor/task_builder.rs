@@ -7,6 +7,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
+use super::spawn::Spawn;
 use crate::error::SpawnError;
 use crate::join::JoinHandle;
 
@@ -68,8 +69,12 @@ impl<'a> TaskBuilder<'a> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.queue?;
-        self.core.spawn_named(q, self.group, self.name, future)
+        self.core.spawn_task(Spawn {
+            queue: self.queue?,
+            group: self.group,
+            name: self.name,
+            future,
+        })
     }
 }
 
