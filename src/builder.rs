@@ -289,47 +289,7 @@ impl<K: QueueKey> Builder<K> {
 
     /// Validates the configuration and builds the executor.
     pub fn build(self) -> Result<Executor<K>, BuildError> {
-        if self.queues.is_empty() {
-            return Err(BuildError::NoQueues);
-        }
-        if self.queues.len() > MAX_QUEUES {
-            return Err(BuildError::TooManyQueues {
-                count: self.queues.len(),
-            });
-        }
-        let us = Duration::from_micros(1);
-        let check = |d: Duration, option: &'static str| {
-            if d < us || d > Duration::from_secs(1) {
-                Err(BuildError::InvalidOption {
-                    option,
-                    reason: "must be between 1 us and 1 s",
-                })
-            } else {
-                Ok(())
-            }
-        };
-        check(self.base_slice, "base_slice")?;
-        check(self.host_yield_interval, "host_yield_interval")?;
-        if self.min_run > Duration::from_secs(1) {
-            return Err(BuildError::InvalidOption {
-                option: "min_run",
-                reason: "must be at most 1 s",
-            });
-        }
-        if let Some((t, _)) = &self.stall {
-            if *t < us || *t > Duration::from_secs(3600) {
-                return Err(BuildError::InvalidOption {
-                    option: "stall_detector",
-                    reason: "the threshold must be between 1 us and 1 hour",
-                });
-            }
-        }
-        if self.max_polls == 0 {
-            return Err(BuildError::InvalidOption {
-                option: "max_polls_per_turn",
-                reason: "must be at least 1",
-            });
-        }
+        self.check_options()?;
         let mut keys = Vec::with_capacity(self.queues.len());
         let mut specs = Vec::with_capacity(self.queues.len());
         for (key, spec) in self.queues {
@@ -347,10 +307,10 @@ impl<K: QueueKey> Builder<K> {
                 });
             }
             if let Some(s) = spec.slice {
-                check(s, "QueueSpec::slice")?;
+                check_range(s, "QueueSpec::slice")?;
             }
             if let Some(l) = spec.latency {
-                check(l, "QueueSpec::latency")?;
+                check_range(l, "QueueSpec::latency")?;
             }
             keys.push(key);
             specs.push((name, spec));
@@ -377,6 +337,56 @@ impl<K: QueueKey> Builder<K> {
             Rc::new(core),
             std::sync::Arc::new(KeyMap::new(keys)),
         ))
+    }
+}
+
+impl<K: QueueKey> Builder<K> {
+    /// Checks the number of queues and the executor-wide options (the
+    /// queues' own are checked as `build` takes them).
+    fn check_options(&self) -> Result<(), BuildError> {
+        if self.queues.is_empty() {
+            return Err(BuildError::NoQueues);
+        }
+        if self.queues.len() > MAX_QUEUES {
+            return Err(BuildError::TooManyQueues {
+                count: self.queues.len(),
+            });
+        }
+        check_range(self.base_slice, "base_slice")?;
+        check_range(self.host_yield_interval, "host_yield_interval")?;
+        if self.min_run > Duration::from_secs(1) {
+            return Err(BuildError::InvalidOption {
+                option: "min_run",
+                reason: "must be at most 1 s",
+            });
+        }
+        if let Some((t, _)) = &self.stall {
+            if *t < Duration::from_micros(1) || *t > Duration::from_secs(3600) {
+                return Err(BuildError::InvalidOption {
+                    option: "stall_detector",
+                    reason: "the threshold must be between 1 us and 1 hour",
+                });
+            }
+        }
+        if self.max_polls == 0 {
+            return Err(BuildError::InvalidOption {
+                option: "max_polls_per_turn",
+                reason: "must be at least 1",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks a duration option that must be between 1 us and 1 s.
+fn check_range(d: Duration, option: &'static str) -> Result<(), BuildError> {
+    if d < Duration::from_micros(1) || d > Duration::from_secs(1) {
+        Err(BuildError::InvalidOption {
+            option,
+            reason: "must be between 1 us and 1 s",
+        })
+    } else {
+        Ok(())
     }
 }
 
