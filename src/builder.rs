@@ -1,5 +1,8 @@
 #![forbid(unsafe_code)]
-//! `Builder`: declare the queues and tune the executor; `build()` validates.
+//! `Builder`: declare the queues and tune the executor; `build()` validates
+//! and assembles the executor (its `Config`, queues and `Core`). The
+//! builder depends on the executor, never the reverse: the executor reads
+//! only `crate::config`.
 
 use std::fmt;
 use std::rc::Rc;

@@ -2,10 +2,10 @@
 //! The ids a run holds outside its queue's scheduler: the batch it takes
 //! from the queue per borrow of the queues ([`Held`]), and the tasks it
 //! requeues behind ([`Tail`](super::run_state::Tail)). The order of a FIFO
-//! is fixed when a task is pushed, so taking [`HELD`] ids at once and appending the yielded ones
-//! once per batch runs the tasks in exactly the order of one pop and one
-//! push per poll, at a fraction of the cost. Other schedulers go through
-//! [`Held`] with batches of one.
+//! is fixed when a task is pushed, so taking [`HELD`] ids at once and
+//! appending the yielded ones once per batch runs the tasks in exactly the
+//! order of one pop and one push per poll, at a fraction of the cost.
+//! Other schedulers go through [`Held`] with batches of one.
 //!
 //! It owns the movement of ids between the run and the scheduler (take,
 //! put back, requeue, flush); the storage is in

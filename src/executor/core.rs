@@ -2,9 +2,13 @@
 //! `Core`: the state one executor shares between its handles (executor,
 //! queue handles, join handles, the thread-local context). Holds the task
 //! slab, the queues, the run state and the thread-safe inbox, and the
-//! operations that are not the run loop: spawn, wake, abort, yield, stats,
-//! shutdown. No borrow of a `RefCell` here is ever held while user code
-//! (a poll, a destructor, a foreign waker) runs.
+//! operations that are neither the run loop nor spawning: wake, abort,
+//! yield, shares, stats, shutdown. No borrow of a `RefCell` here is ever
+//! held while user code (a poll, a destructor, a foreign waker) runs.
+//!
+//! The run loop and the spawn path extend `Core` from files of their own
+//! (`run_loop`, `accounting`, `placement`, `batch`, `observe`, `spawning`),
+//! which import `Core`; this file imports nothing from them.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -3,6 +3,8 @@
 //!
 //! Pure arithmetic over a table of entities, one per queue: no clock, no
 //! tasks, no I/O, so every rule is unit-tested here without an executor.
+//! It imports nothing of the crate; the run loop decides when each rule
+//! applies.
 //!
 //! # Concepts
 //!
@@ -247,7 +249,7 @@ impl Eevdf {
     }
 
     /// `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j` over the runnable queues,
-    /// exactly. (A 64-bit loop with overflow checks cost as many
+    /// exactly. (A 64-bit loop with overflow checks costs as many
     /// instructions as this one: callgrind, a ping-pong over two queues.)
     #[inline]
     fn weighted_sums(&self) -> (i128, i128) {

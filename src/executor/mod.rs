@@ -1,6 +1,37 @@
 #![deny(unsafe_code)]
-//! The executor: its public handle ([`Executor`]), the run loop, the EEVDF
-//! pick, the inbox for foreign wakes, and the drivers.
+//! The executor layer: the public handles ([`Executor`], [`Spawner`],
+//! `QueueHandle`, `TaskBuilder`, `RemoteSpawner`) and everything that runs
+//! tasks: the run loop, the EEVDF pick, the queues at run time, the
+//! drivers. Below it, and imported one way: the task core (`crate::task`,
+//! the waker, join handles), the schedulers (`crate::sched`), the queue
+//! declarations (`crate::queue`), the clock (`crate::clock`), the
+//! configuration (`crate::config`) and the statistics. Above it: the
+//! builder, which assembles a `Core`, and the crate's re-exports.
+//!
+//! Its files, from the bottom up; each imports only from files before it
+//! in this list:
+//! * data: `eevdf` (pure EEVDF arithmetic, imports nothing), `queues` (each
+//!   queue's scheduler and counters, and the EEVDF table), `run_state` (the
+//!   run loop's `Cell`s);
+//! * `core`: `Core`, the state shared by the handles, and its operations
+//!   other than the run loop and spawning (wake, abort, shares, stats,
+//!   shutdown);
+//! * `impl Core` in files of their own, each importing `Core` (never the
+//!   reverse): `batch` (the ids a run holds), `accounting` (clock
+//!   checkpoints), `placement` (poll-boundary work, preemption),
+//!   `observe` (stall detector, histograms, spans), `run_loop` (turns,
+//!   runs, the poll) and `spawning` (the one spawn path);
+//! * `drive`: `block_on`, `run_until`, `run_until_stalled`;
+//! * the handles: `task_builder`, `queue_handle`, `remote`, and this file
+//!   (`Executor`, `Spawner`, the free `spawn`).
+//!
+//! `inbox` and `context` (the thread-safe inbox and the thread-local
+//! current executor), and `wake_task` and `abort_task` here, are the task
+//! core's glue into the executor.
+//!
+//! The executor does not know any scheduler's internals (it calls a
+//! queue's scheduler through `QueueScheduler`) nor a task's layout (it
+//! goes through the task slab and raw-task API).
 
 pub(crate) mod accounting;
 pub(crate) mod batch;
@@ -16,7 +47,7 @@ pub(crate) mod queues;
 pub(crate) mod remote;
 pub(crate) mod run_loop;
 pub(crate) mod run_state;
-pub(crate) mod spawn;
+pub(crate) mod spawning;
 pub(crate) mod task_builder;
 
 use std::fmt;
@@ -29,7 +60,7 @@ use self::drive::RunUntil;
 use self::inbox::{Remote, RemoteOp};
 use self::queue_handle::QueueHandle;
 use self::remote::RemoteSpawner;
-use self::spawn::Spawn;
+use self::spawning::Spawn;
 use self::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;

@@ -2,7 +2,7 @@
 //! Observation of the run: what the stall detector and the latency
 //! histograms read around a poll ([`Observed`], out of line: only runs with
 //! per-poll timing come here), the stall report, and the `tracing` spans of
-//! runs and polls ([`Traced`], with the `tracing` feature). It observes and
+//! runs and polls (`Traced`, with the `tracing` feature). It observes and
 //! counts; it decides nothing about the run.
 
 use std::rc::Rc;

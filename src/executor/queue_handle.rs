@@ -1,12 +1,14 @@
 #![forbid(unsafe_code)]
-//! `QueueHandle`: spawn into one queue without looking its key up.
+//! `QueueHandle`: spawn into one queue without looking its key up. A
+//! handle only: it describes the spawn and hands it to the spawn path
+//! (`spawning`), and changes shares through `Core`.
 
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use super::spawn::Spawn;
+use super::spawning::Spawn;
 use super::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError};
 use crate::join::JoinHandle;

@@ -1,13 +1,14 @@
 #![forbid(unsafe_code)]
 //! `TaskBuilder`: spawn with options (a name, a group), as tokio's
-//! `task::Builder`.
+//! `task::Builder`. It collects the options and hands the spawn to the
+//! spawn path (`spawning`); it creates nothing itself.
 
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use super::spawn::Spawn;
+use super::spawning::Spawn;
 use crate::error::SpawnError;
 use crate::join::JoinHandle;
 

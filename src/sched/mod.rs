@@ -151,7 +151,7 @@ pub trait Scheduler: 'static {
 /// A queue's scheduler: built-ins by value (static dispatch), others boxed.
 /// `repr(u8)`: an explicit tag, which a dispatch reads in one compare (the
 /// niche the compiler would pick costs about 11 instructions per dispatch;
-/// PROFILING.md).
+/// callgrind).
 #[repr(u8)]
 pub(crate) enum QueueScheduler {
     Fifo(RunnableFifo),
