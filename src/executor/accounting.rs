@@ -23,17 +23,16 @@ use super::core::Core;
 impl Core {
     /// Reads the clock and charges the time since the last checkpoint to
     /// queue `q` (R1, R4), then sets the countdown to the next one and
-    /// whether the run stops here. Returns the time charged.
-    pub(crate) fn checkpoint(&self, q: usize) -> u64 {
-        let delta = self.charge_now(q);
+    /// whether the run stops here.
+    pub(crate) fn checkpoint(&self, q: usize) {
+        self.charge_now(q);
         self.reset_countdown(q);
         self.update_stop();
-        delta
     }
 
     /// The charge of [`checkpoint`](Self::checkpoint), without the
     /// countdown and the stop flag, which the caller must set.
-    pub(super) fn charge_now(&self, q: usize) -> u64 {
+    pub(super) fn charge_now(&self, q: usize) {
         let now = self.now_ns();
         let r = &self.run;
         let delta = now.saturating_sub(r.clock.last_ns.get());
@@ -57,20 +56,7 @@ impl Core {
                 // used (R8b), not at once.
                 r.end.slice_over.set(false);
             }
-            let st = &mut qs.list[q];
-            st.counters.service_ns = st.counters.service_ns.saturating_add(delta);
-            st.counters.polls += u64::from(polls);
-            if polls > 0 {
-                let per = delta / polls as u64;
-                st.poll_cost_ns = if st.poll_cost_ns == 0 {
-                    per
-                } else {
-                    // In 128 bits: after a jump of the clock `3·cost + per`
-                    // can pass `u64::MAX`; the average itself fits in 64
-                    // bits, and `/ 4` is a shift.
-                    ((3 * st.poll_cost_ns as u128 + per as u128) / 4) as u64
-                };
-            }
+            qs.list[q].record_service(delta, polls);
         }
         if now.saturating_sub(r.turn.start_ns.get()) >= r.turn.host_interval_ns.get() {
             r.turn.over.set(true);
@@ -78,7 +64,6 @@ impl Core {
         if r.end.preempt_at.get().is_some_and(|at| now >= at) {
             r.end.preempt.set(true);
         }
-        delta
     }
 
     /// Whether the run in progress must end at this poll boundary.

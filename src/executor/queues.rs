@@ -31,6 +31,28 @@ pub(crate) struct QueueState {
     pub(crate) latency_ns: Option<u64>,
 }
 
+impl QueueState {
+    /// A checkpoint charged `delta_ns` for `polls` polls of this queue:
+    /// its service, its poll count, and its running poll-cost estimate
+    /// (an average weighted 3:1 toward the past).
+    #[inline(always)]
+    pub(crate) fn record_service(&mut self, delta_ns: u64, polls: u32) {
+        self.counters.service_ns = self.counters.service_ns.saturating_add(delta_ns);
+        self.counters.polls += u64::from(polls);
+        if polls > 0 {
+            let per = delta_ns / polls as u64;
+            self.poll_cost_ns = if self.poll_cost_ns == 0 {
+                per
+            } else {
+                // In 128 bits: after a jump of the clock `3·cost + per`
+                // can pass `u64::MAX`; the average itself fits in 64
+                // bits, and `/ 4` is a shift.
+                ((3 * self.poll_cost_ns as u128 + per as u128) / 4) as u64
+            };
+        }
+    }
+}
+
 /// Every queue of an executor plus the EEVDF table, indexed alike.
 pub(crate) struct Queues {
     pub(crate) list: Vec<QueueState>,

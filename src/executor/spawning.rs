@@ -22,6 +22,7 @@ use crate::task::slab::{OutputId, TaskSlab};
 /// A task to spawn: the queue it goes to (an index), its keyed group (a
 /// group of its own if `None`), its name (for stall reports) and its
 /// future.
+#[must_use = "a `Spawn` spawns nothing until `Core::spawn_task` or `Core::spawn_detached` takes it"]
 pub(crate) struct Spawn<F> {
     pub(crate) queue: usize,
     pub(crate) group: Option<u64>,
