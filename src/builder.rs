@@ -1,5 +1,8 @@
 #![forbid(unsafe_code)]
-//! `Builder`: declare the queues and tune the executor; `build()` validates.
+//! `Builder`: declare the queues and tune the executor; `build()` validates
+//! and assembles the executor (its `Config`, queues and `Core`). The
+//! builder depends on the executor, never the reverse: the executor reads
+//! only `crate::config`.
 
 use std::any::TypeId;
 use std::fmt;
@@ -7,11 +10,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
+use crate::clock::{duration_ns, Clock, ManualClock, SystemClock};
+use crate::config::{
+    Config, StallReport, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
+    DEFAULT_MIN_RUN,
+};
 use crate::error::BuildError;
-use crate::executor::clock::{duration_ns, Clock, ManualClock, SystemClock};
 use crate::executor::core::Core;
+use crate::executor::queues::Queues;
 use crate::executor::Executor;
-use crate::queue::{KeyMap, QueueKey, QueueSpec, Queues, MAX_QUEUES, MAX_SHARES};
+use crate::queue::{KeyMap, QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
 use crate::stats::Stall;
 
 /// What happens when a task, or other user code the executor calls,
@@ -51,62 +59,6 @@ pub enum PanicPolicy {
     /// drops every task once (and never panics).
     Propagate,
 }
-
-/// Knobs the run loop reads; set through [`Builder`].
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) max_polls: u32,
-    pub(crate) host_yield_interval_ns: u64,
-    pub(crate) preemption: bool,
-    pub(crate) min_run_ns: u64,
-    pub(crate) panic_policy: PanicPolicy,
-    pub(crate) general_pick: bool,
-    /// Read the clock after every poll (a [`ManualClock`], or
-    /// [`BuilderExt::read_clock_every_poll`](crate::testing::BuilderExt::read_clock_every_poll)).
-    pub(crate) cheap_clock: bool,
-    /// Record wake-to-first-poll histograms.
-    pub(crate) latency: bool,
-    /// Stall threshold, ns (`u64::MAX`: no detector).
-    pub(crate) stall_ns: u64,
-    /// One clock read per poll for every queue (latency or stalls on).
-    pub(crate) per_poll_timing: bool,
-}
-
-/// The stall detector's callback.
-pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;
-
-/// Default base slice (EEVDF request): 250 us, a third of Linux's base
-/// slice on one CPU (`sysctl_sched_base_slice`, 750 us).
-///
-/// EEVDF keeps a queue's lag within about one request, so the slice is the
-/// error a window of service can find in a queue's share. In
-/// `benches/fairness.rs` (8 saturated queues, shares 1:2:...:8, 1 s), the
-/// queue with 1/36 of the thread was 2.05% to 2.21% short of its share in
-/// 3 of 64 runs with 750 us; with 250 us it was within 0.75% in all of 30
-/// (README, "Fairness").
-/// A queue switch costs this executor about a hundred nanoseconds
-/// (`benches/compare.rs`, W4 with 4 queues, where every message is one:
-/// 158 against 54 ns per message with one queue, README, "Peers").
-pub const DEFAULT_BASE_SLICE: Duration = Duration::from_micros(250);
-/// Default polls per turn before control goes back to the host: 61, tokio's
-/// `LocalSet::MAX_TASKS_PER_TICK` and `event_interval`.
-pub const DEFAULT_MAX_POLLS: u32 = 61;
-/// Default host-yield interval: 200 us.
-///
-/// Nested in a host runtime, the host's timers and I/O are serviced once
-/// per turn, so while long polls keep the executor busy, a task waiting on
-/// a host timer waits for the next turn. In `benches/priority.rs` (fg
-/// requests of 100-500 us polls and tokio sleeps, 99:1 against a
-/// CPU-bound bg queue), the fg p99 latency was 6,369 to 6,580 us with 500
-/// us (clockworker's `driver_yield`, the default until the tenth session),
-/// 6,111 to 6,159 with 250 and 5,761 to 5,814 with 200, against 5,389 to
-/// 6,398 for tokio with no bg at all. More turns cost throughput:
-/// `benches/host_interval.rs` (polls of 5 and 20 us) lost 0.13% to 0.17%
-/// of it at 200 us against 500.
-pub const DEFAULT_HOST_YIELD_INTERVAL: Duration = Duration::from_micros(200);
-/// Default minimum run before a waking queue may preempt: 100 us,
-/// clockworker's `min_slice` (capped by the running queue's slice).
-pub const DEFAULT_MIN_RUN: Duration = Duration::from_micros(100);
 
 /// Builds an [`Executor`]: its queues (key, shares, scheduler) and options.
 ///
@@ -322,47 +274,7 @@ impl<K: QueueKey> Builder<K> {
 
     /// Validates the configuration and builds the executor.
     pub fn build(self) -> Result<Executor<K>, BuildError> {
-        if self.queues.is_empty() {
-            return Err(BuildError::NoQueues);
-        }
-        if self.queues.len() > MAX_QUEUES {
-            return Err(BuildError::TooManyQueues {
-                count: self.queues.len(),
-            });
-        }
-        let us = Duration::from_micros(1);
-        let check = |d: Duration, option: &'static str| {
-            if d < us || d > Duration::from_secs(1) {
-                Err(BuildError::InvalidOption {
-                    option,
-                    reason: "must be between 1 us and 1 s",
-                })
-            } else {
-                Ok(())
-            }
-        };
-        check(self.base_slice, "base_slice")?;
-        check(self.host_yield_interval, "host_yield_interval")?;
-        if self.min_run > Duration::from_secs(1) {
-            return Err(BuildError::InvalidOption {
-                option: "min_run",
-                reason: "must be at most 1 s",
-            });
-        }
-        if let Some((t, _)) = &self.stall {
-            if *t < us || *t > Duration::from_secs(3600) {
-                return Err(BuildError::InvalidOption {
-                    option: "stall_detector",
-                    reason: "the threshold must be between 1 us and 1 hour",
-                });
-            }
-        }
-        if self.max_polls == 0 {
-            return Err(BuildError::InvalidOption {
-                option: "max_polls_per_turn",
-                reason: "must be at least 1",
-            });
-        }
+        self.check_options()?;
         let mut keys = Vec::with_capacity(self.queues.len());
         let mut specs = Vec::with_capacity(self.queues.len());
         for (key, spec) in self.queues {
@@ -380,10 +292,10 @@ impl<K: QueueKey> Builder<K> {
                 });
             }
             if let Some(s) = spec.slice {
-                check(s, "QueueSpec::slice")?;
+                check_range(s, "QueueSpec::slice")?;
             }
             if let Some(l) = spec.latency {
-                check(l, "QueueSpec::latency")?;
+                check_range(l, "QueueSpec::latency")?;
             }
             keys.push(key);
             specs.push((name, spec));
@@ -393,7 +305,6 @@ impl<K: QueueKey> Builder<K> {
             host_yield_interval_ns: duration_ns(self.host_yield_interval),
             preemption: self.preemption,
             min_run_ns: duration_ns(self.min_run),
-            panic_policy: self.panic_policy,
             general_pick: self.general_pick,
             cheap_clock: self.read_clock_every_poll.unwrap_or(self.manual_clock),
             latency: self.latency,
@@ -405,13 +316,72 @@ impl<K: QueueKey> Builder<K> {
         };
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
         let report = self.stall.map(|(_, r)| r);
-        let panics = Rc::new(PanicSink::new(cfg.panic_policy == PanicPolicy::Propagate));
+        let panics = Rc::new(PanicSink::new(self.panic_policy == PanicPolicy::Propagate));
         let queues = Queues::new(specs, self.base_slice, &panics);
         let core = Core::new(queues, clock, cfg, panics, report);
         Ok(Executor::from_parts(
             Rc::new(core),
             std::sync::Arc::new(KeyMap::new(keys)),
         ))
+    }
+}
+
+impl<K: QueueKey> Builder<K> {
+    /// Checks the number of queues and the executor-wide options (the
+    /// queues' own are checked as `build` takes them).
+    fn check_options(&self) -> Result<(), BuildError> {
+        if self.queues.is_empty() {
+            return Err(BuildError::NoQueues);
+        }
+        if self.queues.len() > MAX_QUEUES {
+            return Err(BuildError::TooManyQueues {
+                count: self.queues.len(),
+            });
+        }
+        check_range(self.base_slice, "base_slice")?;
+        check_range(self.host_yield_interval, "host_yield_interval")?;
+        if self.min_run > Duration::from_secs(1) {
+            return Err(BuildError::InvalidOption {
+                option: "min_run",
+                reason: "must be at most 1 s",
+            });
+        }
+        if let Some((t, _)) = &self.stall {
+            if *t < Duration::from_micros(1) || *t > Duration::from_secs(3600) {
+                return Err(BuildError::InvalidOption {
+                    option: "stall_detector",
+                    reason: "the threshold must be between 1 us and 1 hour",
+                });
+            }
+        }
+        if self.max_polls == 0 {
+            return Err(BuildError::InvalidOption {
+                option: "max_polls_per_turn",
+                reason: "must be at least 1",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks a duration option that must be between 1 us and 1 s.
+fn check_range(d: Duration, option: &'static str) -> Result<(), BuildError> {
+    if d < Duration::from_micros(1) || d > Duration::from_secs(1) {
+        Err(BuildError::InvalidOption {
+            option,
+            reason: "must be between 1 us and 1 s",
+        })
+    } else {
+        Ok(())
+    }
+}
+
+// Here rather than in the executor's module, so that the builder depends
+// on the executor and not the other way round.
+impl<K: QueueKey> Executor<K> {
+    /// A [`Builder`] to declare queues and options.
+    pub fn builder() -> Builder<K> {
+        Builder::new()
     }
 }
 

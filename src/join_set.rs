@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::error::{JoinError, SpawnError};
-use crate::queue::handle::QueueHandle;
+use crate::executor::queue_handle::QueueHandle;
 use crate::task::join::{AbortHandle, JoinHandle};
 
 /// A collection of tasks of one output type, awaited in the order they

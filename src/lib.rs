@@ -4,6 +4,8 @@
 
 mod boundary;
 mod builder;
+pub mod clock;
+pub mod config;
 #[cfg(feature = "tokio")]
 mod coop;
 mod error;
@@ -24,11 +26,11 @@ mod yield_now;
 pub use builder::{Builder, PanicPolicy};
 pub use error::{BuildError, JoinError, SharesError, SpawnError, UnknownQueue};
 pub use executor::drive::RunUntil;
+pub use executor::queue_handle::QueueHandle;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join_set::JoinSet;
-pub use queue::handle::QueueHandle;
 pub use queue::{QueueKey, QueueSpec};
 pub use task_impl::join::{AbortHandle, JoinHandle};
 pub use yield_now::yield_now;
@@ -51,32 +53,4 @@ pub mod task {
     pub use crate::task_impl::current::{id, try_id};
     pub use crate::task_impl::id::{GroupId, TaskId};
     pub use crate::yield_now::{should_yield, yield_maybe, yield_now, YieldNow};
-}
-
-pub mod clock {
-    //! The clock the executor measures service with.
-    //!
-    //! [`Clock`] is the trait a time source implements; [`SystemClock`] (the
-    //! default) reads the machine's cheapest monotonic clock, and
-    //! [`ManualClock`] is a virtual clock that moves only when told to, for
-    //! deterministic tests and simulations. Set one with
-    //! [`Builder::clock`](crate::Builder::clock).
-
-    pub use crate::executor::clock::{Clock, ManualClock, SystemClock};
-}
-
-pub mod config {
-    //! The defaults and limits of [`Builder`](crate::Builder) and
-    //! [`QueueSpec`](crate::QueueSpec).
-    //!
-    //! Defaults: the base slice of a queue, the polls per turn, the
-    //! host-yield interval and the minimum run before a wake-up preemption.
-    //! Limits: the largest number of queues of one executor and of shares
-    //! of one queue ([`Builder::build`](crate::Builder::build) returns a
-    //! [`BuildError`](crate::BuildError) beyond them).
-
-    pub use crate::builder::{
-        DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS, DEFAULT_MIN_RUN,
-    };
-    pub use crate::queue::{MAX_QUEUES, MAX_SHARES};
 }

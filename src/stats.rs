@@ -225,7 +225,7 @@ impl LatencyHistogram {
 
     /// Records one value.
     pub fn record(&mut self, d: Duration) {
-        self.record_ns(crate::executor::clock::duration_ns(d));
+        self.record_ns(crate::clock::duration_ns(d));
     }
 
     #[inline]

@@ -1,57 +1,21 @@
 #![forbid(unsafe_code)]
-//! The run's batch and requeue tail, for a `RunnableFifo` queue: what a run
-//! takes from its queue's deque per borrow of the queues ([`Held`]), and the
-//! tasks it puts back behind ([`Tail`]). The order of a FIFO is fixed when a
-//! task is pushed, so taking [`HELD`] ids at once and appending the yielded ones
-//! once per batch runs the tasks in exactly the order of one pop and one
-//! push per poll, at a fraction of the cost (PROFILING.md, "Applied in the
-//! fourth session"). Other schedulers go through [`Held`] with batches of
-//! one.
-
-use std::cell::Cell;
+//! The ids a run holds outside its queue's scheduler: the batch it takes
+//! from the queue per borrow of the queues ([`Held`]), and the tasks it
+//! requeues behind ([`Tail`](super::run_state::Tail)). The order of a FIFO
+//! is fixed when a task is pushed, so taking [`HELD`] ids at once and
+//! appending the yielded ones once per batch runs the tasks in exactly the
+//! order of one pop and one push per poll, at a fraction of the cost.
+//! Other schedulers go through [`Held`] with batches of one.
+//!
+//! It owns the movement of ids between the run and the scheduler (take,
+//! put back, requeue, flush); the storage is in
+//! [`RunState`](super::run_state::RunState), and when a run starts or
+//! ends is the run loop's decision.
 
 use super::core::Core;
-use crate::queue::Queues;
+use super::queues::Queues;
+use super::run_state::HELD;
 use crate::task::id::TaskId;
-
-/// Tasks of the running `RunnableFifo` queue that are runnable again after
-/// their poll (a yield, or a wake during the poll), kept here rather than
-/// pushed one by one (a borrow of the queues, a dispatch and a deque push per
-/// poll; PROFILING.md, "Findings"). They belong behind every task already
-/// queued, in order, so they are pushed to the deque before anything else
-/// is pushed to a queue ([`Core::flush_tail`]), before the run takes its
-/// next batch, and when the run ends or unwinds ([`Held`]).
-/// They are tasks of the running queue (the run pushes them before it
-/// ends), so the queue is not stored.
-#[derive(Debug, Default)]
-pub(crate) struct Tail {
-    ids: Batch,
-    len: Cell<usize>,
-}
-
-/// Task ids in `Cell`s, written and read without a borrow.
-#[derive(Debug)]
-pub(crate) struct Batch([Cell<TaskId>; HELD]);
-
-impl Default for Batch {
-    fn default() -> Self {
-        Self(std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))))
-    }
-}
-
-impl Tail {
-    /// Tasks kept.
-    pub(crate) fn len(&self) -> usize {
-        self.len.get()
-    }
-}
-
-/// How many ids a run takes from a `RunnableFifo` per borrow of the queues:
-/// 64, so that a turn of the default 61 polls takes one batch (with 32 it
-/// took two: 1,214 against 1,222 instructions per headline task, and 352
-/// against 366 M cycles for a million of them, the minima of eight
-/// alternations; PROFILING.md, "Applied in the seventh session").
-const HELD: usize = 64;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
 /// ([`QueueScheduler::take_next`](crate::sched::QueueScheduler::take_next)):
@@ -59,13 +23,12 @@ const HELD: usize = 64;
 /// polled go back in front when the run ends, or when a panic unwinds
 /// through the run loop.
 ///
-/// The batch and its bounds live in the core's [`RunState`]
-/// (`batch`, `batch_pos`, `batch_len`), not here: a guard whose fields
-/// were the bounds had them stored and reloaded from the stack at every
-/// poll, for the unwinding path (1,438 → 1,386 instructions per headline
-/// task of six polls; callgrind).
-///
-/// [`RunState`]: super::run_loop::RunState
+/// The batch and its bounds live in the core's
+/// [`HeldIds`](super::run_state::HeldIds), not here: the fields of a guard
+/// that lives across the poll call are stored to and reloaded from the
+/// stack at every poll, for the unwinding path (about 50 instructions per
+/// headline task of six polls; callgrind).
+#[must_use = "dropping `Held` at once puts its batch back: keep it for the run"]
 pub(crate) struct Held<'a> {
     core: &'a Core,
     q: usize,
@@ -73,34 +36,35 @@ pub(crate) struct Held<'a> {
 
 impl<'a> Held<'a> {
     pub(crate) fn new(core: &'a Core, q: usize) -> Self {
-        core.run.batch_pos.set(0);
-        core.run.batch_len.set(0);
+        core.run.held.pos.set(0);
+        core.run.held.len.set(0);
         Self { core, q }
     }
 
     /// The next task to poll, if the queue has one.
+    #[must_use = "the id was taken from the scheduler: it must be polled or put back"]
     #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<TaskId> {
         let r = &self.core.run;
-        let mut pos = r.batch_pos.get();
-        if pos == r.batch_len.get() {
+        let mut pos = r.held.pos.get();
+        if pos == r.held.len.get() {
             let mut qs = self.core.queues.borrow_mut();
             self.core.flush_tail(&mut qs);
-            let mut len = qs.list[self.q].sched.take_next(&r.batch.0);
+            let mut len = qs.list[self.q].sched.take_next(&r.held.batch.0);
             if qs.list[self.q].sched.is_custom() {
                 len = self.checked(&mut qs, len);
             }
             drop(qs);
-            r.batch_len.set(len);
+            r.held.len.set(len);
             pos = 0;
             if len == 0 {
-                r.batch_pos.set(0);
+                r.held.pos.set(0);
                 return None;
             }
         }
-        // `pos < batch_len <= HELD`: the mask only spares a bounds check.
-        let id = r.batch.0[pos % HELD].get();
-        r.batch_pos.set(pos + 1);
+        // `pos < len <= HELD`: the mask only spares a bounds check.
+        let id = r.held.batch.0[pos % HELD].get();
+        r.held.pos.set(pos + 1);
         Some(id)
     }
 
@@ -111,7 +75,7 @@ impl<'a> Held<'a> {
     #[cold]
     #[inline(never)]
     fn checked(&self, qs: &mut Queues, mut len: usize) -> usize {
-        let batch = &self.core.run.batch.0;
+        let batch = &self.core.run.held.batch.0;
         while len == 1 {
             let id = batch[0].get();
             let Some(why) = self.core.tasks.borrow().check_handout(id, self.q) else {
@@ -124,11 +88,11 @@ impl<'a> Held<'a> {
     }
 
     /// Puts the ids not polled back in front of the queue, and the
-    /// requeued ones ([`Tail`]) behind.
+    /// requeued ones ([`Tail`](super::run_state::Tail)) behind.
     pub(crate) fn put_back(&mut self) {
         let r = &self.core.run;
-        let (pos, len) = (r.batch_pos.get(), r.batch_len.get());
-        if pos == len && r.tail.len() == 0 {
+        let (pos, len) = (r.held.pos.get(), r.held.len.get());
+        if pos == len && r.held.tail.len() == 0 {
             return;
         }
         // Not borrowed at the run's end; while unwinding, a panic here
@@ -136,9 +100,9 @@ impl<'a> Held<'a> {
         // than the process.
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
             self.core.flush_tail(&mut qs);
-            qs.list[self.q].sched.put_back(&r.batch.0[pos..len]);
+            qs.list[self.q].sched.put_back(&r.held.batch.0[pos..len]);
         }
-        r.batch_pos.set(len);
+        r.held.pos.set(len);
     }
 }
 
@@ -149,25 +113,27 @@ impl Drop for Held<'_> {
 }
 
 impl Core {
-    /// Pushes the run's requeued tasks ([`Tail`]) to their deque: before any
-    /// other push to a queue, so that they keep their place.
+    /// Pushes the run's requeued tasks ([`Tail`](super::run_state::Tail)) to
+    /// their deque: before any other push to a queue, so that they keep
+    /// their place.
     #[inline(always)]
     pub(crate) fn flush_tail(&self, qs: &mut Queues) {
-        if self.run.tail.len() != 0 {
+        if self.run.held.tail.len() != 0 {
             self.flush_tail_now(qs);
         }
     }
 
     // Out of line: inlined into the run loop it costs more than the call
-    // (callgrind, the headline: 1,558 instead of 1,541 per task).
+    // (about 17 instructions per headline task; callgrind).
     #[inline(never)]
     fn flush_tail_now(&self, qs: &mut Queues) {
-        let tail = &self.run.tail;
+        let tail = &self.run.held.tail;
         let n = tail.len.replace(0);
         // The tail is pushed before a run ends (`Held::put_back`, also when
         // unwinding), so a run is in progress and the tasks are its queue's.
         let q = self
             .run
+            .current
             .queue
             .get()
             .expect("tourbillon bug: requeued tasks outside a run");
@@ -177,7 +143,7 @@ impl Core {
     /// Requeues task `id` of the running `RunnableFifo` queue.
     #[inline(always)]
     pub(crate) fn requeue_fifo(&self, id: TaskId) {
-        let tail = &self.run.tail;
+        let tail = &self.run.held.tail;
         let mut n = tail.len.get();
         if n >= HELD {
             // Not reached: a poll per held task, and `Held` pushes the tail

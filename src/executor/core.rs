@@ -2,30 +2,32 @@
 //! `Core`: the state one executor shares between its handles (executor,
 //! queue handles, join handles, the thread-local context). Holds the task
 //! slab, the queues, the run state and the thread-safe inbox, and the
-//! operations that are not the run loop: spawn, wake, abort, yield, stats,
-//! shutdown. No borrow of a `RefCell` here is ever held while user code
-//! (a poll, a destructor, a foreign waker) runs.
+//! operations that are neither the run loop nor spawning: wake, abort,
+//! yield, shares, stats, shutdown. No borrow of a `RefCell` here is ever
+//! held while user code (a poll, a destructor, a foreign waker) runs.
+//!
+//! The run loop and the spawn path extend `Core` from files of their own
+//! (`run_loop`, `accounting`, `placement`, `batch`, `observe`, `spawning`),
+//! which import `Core`; this file imports nothing from them.
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
-use super::clock::Clock;
 use super::inbox::Inbox;
-use super::run_loop::RunState;
+use super::queues::Queues;
+use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
-use crate::builder::{Config, StallReport};
-use crate::error::{SharesError, SpawnError};
-use crate::queue::Queues;
+use crate::clock::Clock;
+use crate::config::{Config, StallReport};
+use crate::error::SharesError;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskId};
-use crate::task::join::JoinHandle;
 use crate::task::raw::Header;
-use crate::task::slab::{OutputId, TaskSlab};
+use crate::task::slab::TaskSlab;
 use crate::task::state::TransitionToScheduled;
 
 #[derive(Default)]
@@ -137,111 +139,7 @@ impl Core {
     #[inline(never)]
     fn clock_failed(&self, payload: boundary::Payload) -> u64 {
         self.panics.report(payload);
-        self.run.last_ns.get()
-    }
-
-    /// Spawns `future` onto queue `q`, in the keyed group `group` or as a
-    /// group of its own.
-    pub(crate) fn spawn<F>(
-        self: &Rc<Self>,
-        q: usize,
-        group: Option<u64>,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawn_named(q, group, None, future)
-    }
-
-    /// [`spawn`](Self::spawn) with a task name (for stall reports).
-    pub(crate) fn spawn_named<F>(
-        self: &Rc<Self>,
-        q: usize,
-        group: Option<u64>,
-        name: Option<Rc<str>>,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawn_with(q, group, name, |tasks, group| {
-            let (cell, group) = tasks.insert_joined(future, q, group);
-            let id = cell.id();
-            (JoinHandle::new(cell), id, group)
-        })
-    }
-
-    /// Stores and queues a new task without a join handle; the caller
-    /// attaches its remote delivery.
-    pub(crate) fn spawn_raw<F>(
-        &self,
-        q: usize,
-        group: Option<u64>,
-        name: Option<Rc<str>>,
-        future: F,
-    ) -> Result<OutputId<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawn_with(q, group, name, |tasks, group| {
-            let (oid, group) = tasks.insert(future, q, group);
-            (oid, oid.id(), group)
-        })
-    }
-
-    /// Stores a new task with `insert` (which returns what the caller gets,
-    /// the task's id and its group) and queues it.
-    #[inline(always)]
-    fn spawn_with<R>(
-        &self,
-        q: usize,
-        group: Option<u64>,
-        name: Option<Rc<str>>,
-        insert: impl FnOnce(&mut TaskSlab<Remote>, Option<GroupId>) -> (R, TaskId, GroupId),
-    ) -> Result<R, SpawnError> {
-        if self.shutdown.get() {
-            return Err(SpawnError::Shutdown);
-        }
-        let group = group.map(|key| self.groups.borrow_mut().join(key));
-        let (spawned, id, group) = {
-            let mut tasks = self.tasks.borrow_mut();
-            let (spawned, id, group) = insert(&mut tasks, group);
-            if let Some(name) = name {
-                tasks.set_name(id, name);
-            }
-            if self.cfg.latency {
-                tasks.set_ready(id, self.now_ns());
-            }
-            (spawned, id, group)
-        };
-        let activated = {
-            let mut qs = self.queues.borrow_mut();
-            self.flush_tail(&mut qs);
-            qs.list[q].counters.spawned += 1;
-            qs.push(q, id, group)
-        };
-        if activated {
-            self.on_activation();
-        }
-        Ok(spawned)
-    }
-
-    /// Spawns onto the queue of the running task (queue 0 from the main
-    /// future of `block_on` / `run_until`).
-    pub(crate) fn spawn_here<F>(
-        self: &Rc<Self>,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        let q = self.run.queue.get().unwrap_or(0);
-        self.spawn(q, None, future)
+        self.run.clock.last_ns.get()
     }
 
     /// Wakes the hosts that drive the executor (their wakers are user
@@ -253,7 +151,7 @@ impl Core {
 
     /// A queue went from empty to non-empty: it needs placement at the next
     /// boundary, and the host must run us if we are not running.
-    fn on_activation(&self) {
+    pub(super) fn on_activation(&self) {
         self.attention.set(true);
         if !self.driving.get() {
             self.wake_hosts();
@@ -350,7 +248,7 @@ impl Core {
         if self.shutdown.get() {
             return Err(SharesError::Shutdown);
         }
-        let running = self.run.queue.get();
+        let running = self.run.current.queue.get();
         if let Some(c) = running {
             self.checkpoint(c);
         }
@@ -393,8 +291,8 @@ impl Core {
     /// Runnable tasks of queue `q` that its run in progress took from the
     /// scheduler and has not polled yet, or requeued and not pushed yet.
     fn held(&self, q: usize) -> usize {
-        if self.run.queue.get() == Some(q) {
-            self.run.batch_len.get() - self.run.batch_pos.get() + self.run.tail.len()
+        if self.run.current.queue.get() == Some(q) {
+            self.run.held.len.get() - self.run.held.pos.get() + self.run.held.tail.len()
         } else {
             0
         }

@@ -9,6 +9,9 @@
 //! dropped. Several `run_until` futures of one executor may be pending in
 //! one host at once; the inbox wakes them all, and one that ends passes on
 //! the work it leaves ([`HostGuard::end`]).
+//!
+//! It owns the drivers' loops, parking and host registration; what a turn
+//! does is the run loop's (`Core::run_turn`).
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -52,7 +55,7 @@ impl Drop for DriveGuard<'_> {
     fn drop(&mut self) {
         self.core.driving.set(false);
         // A panic out of a scheduler may have left a run open.
-        self.core.run.queue.set(None);
+        self.core.run.current.queue.set(None);
     }
 }
 

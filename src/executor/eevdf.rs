@@ -3,6 +3,8 @@
 //!
 //! Pure arithmetic over a table of entities, one per queue: no clock, no
 //! tasks, no I/O, so every rule is unit-tested here without an executor.
+//! It imports nothing of the crate; the run loop decides when each rule
+//! applies.
 //!
 //! # Concepts
 //!
@@ -105,7 +107,7 @@ fn saturate_i64(x: i128) -> i64 {
 /// `a / b` (`b > 0`), in 64 bits when `a` fits there, as it does unless a
 /// queue's service is enormous: the 128-bit division of the runtime library
 /// is a call of about 150 instructions, the 64-bit one an instruction
-/// (PROFILING.md, finding 13). Same result either way.
+/// (callgrind). Same result either way.
 #[inline]
 fn div_u128(a: u128, b: u64) -> u128 {
     debug_assert!(b > 0);
@@ -247,7 +249,7 @@ impl Eevdf {
     }
 
     /// `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j` over the runnable queues,
-    /// exactly. (A 64-bit loop with overflow checks cost as many
+    /// exactly. (A 64-bit loop with overflow checks costs as many
     /// instructions as this one: callgrind, a ping-pong over two queues.)
     #[inline]
     fn weighted_sums(&self) -> (i128, i128) {
@@ -273,6 +275,7 @@ impl Eevdf {
 
     /// R1 + R4: charges `delta_ns` of service to `i`. Returns `true` when the
     /// request is used up (`v >= d`); the deadline is then renewed.
+    #[must_use = "`true` means the request was used and renewed: the run's slice is over (R8b)"]
     pub(crate) fn charge(&mut self, i: usize, delta_ns: u64) -> bool {
         let e = &mut self.ents[i];
         e.v = e.v.wrapping_add(vdelta(delta_ns, e.weight));
@@ -288,6 +291,7 @@ impl Eevdf {
     /// if it may continue under RUN_TO_PARITY (pass `None` after a
     /// preemption, or when its request was used and renewed during the
     /// run). `general` disables the single-queue fast path.
+    #[must_use = "the picked queue is the one EEVDF owes the thread to"]
     pub(crate) fn pick(&mut self, prev: Option<usize>, general: bool) -> Option<usize> {
         let chosen = match self.runnable {
             0 => None,
@@ -635,8 +639,8 @@ mod tests {
             let pa = a.pick(Some(1), false);
             let pb = b.pick(Some(1), true);
             assert_eq!(pa, pb);
-            a.charge(1, 123_456);
-            b.charge(1, 123_456);
+            let _ = a.charge(1, 123_456);
+            let _ = b.charge(1, 123_456);
         }
     }
 
@@ -646,7 +650,7 @@ mod tests {
         t.place(0);
         t.place(1);
         // Queue 1 runs ahead of queue 0 by 1 ms real.
-        t.charge(1, 1_000_000);
+        let _ = t.charge(1, 1_000_000);
         let lag_before = t.lag_ns(0);
         assert!(lag_before > 0);
         // Queue 0 leaves with its credit (clamped to 2 requests) ...
@@ -663,7 +667,7 @@ mod tests {
         let mut t = table(&[1, 1]);
         t.place(0);
         t.place(1);
-        t.charge(1, 50_000_000);
+        let _ = t.charge(1, 50_000_000);
         t.depart(0);
         assert_eq!(t.ents[0].vlag, 2 * t.ents[0].vslice() as i64);
     }
@@ -673,18 +677,18 @@ mod tests {
         let mut t = table(&[1, 1]);
         t.place(0);
         t.place(1);
-        t.charge(0, 1_000_000);
+        let _ = t.charge(0, 1_000_000);
         t.depart(0);
         let debt = t.ents[0].vlag;
         assert!(debt < 0);
         // The other queue runs a little: part of the debt is forgiven.
-        t.charge(1, 200_000);
+        let _ = t.charge(1, 200_000);
         t.place(0);
         let lag = t.lag_ns(0);
         assert!(lag < 0 && lag > real_ns(debt, 1), "lag {lag}");
         t.depart(0);
         // It runs for long: the debt is gone, but no credit appears.
-        t.charge(1, 100_000_000);
+        let _ = t.charge(1, 100_000_000);
         t.place(0);
         assert_eq!(t.ents[0].v, t.avg_vruntime());
     }
@@ -695,7 +699,7 @@ mod tests {
         t.place(0);
         t.place(1);
         // A 50 ms poll: 25 ms of debt, far beyond 2 requests (2 ms).
-        t.charge(0, 50_000_000);
+        let _ = t.charge(0, 50_000_000);
         let debt = t.lag_ns(0);
         assert_eq!(debt, -25_000_000);
         t.depart(0);
@@ -720,7 +724,7 @@ mod tests {
         t.place(0);
         t.place(1);
         assert_eq!(t.ents[0].v, u64::MAX - 10);
-        t.charge(0, 1); // wraps past zero
+        let _ = t.charge(0, 1); // wraps past zero
         assert!(t.ents[0].v < 10_000);
         assert!(!t.eligible(0));
         assert!(t.eligible(1));
@@ -732,7 +736,7 @@ mod tests {
         let mut t = table(&[2, 2]);
         t.place(0);
         t.place(1);
-        t.charge(1, 1_000_000);
+        let _ = t.charge(1, 1_000_000);
         let lag = t.lag_ns(0);
         t.set_weight(0, 8);
         // Lag in real ns is preserved up to rounding of the new average.
@@ -749,7 +753,7 @@ mod tests {
         for i in 0..3 {
             t.place(i);
         }
-        t.charge(0, u64::MAX);
+        let _ = t.charge(0, u64::MAX);
         assert_eq!(t.ents[0].v, vdelta(u64::MAX, 10_000));
         // `10000·(V - v_0)/K`, about -1.2e19: beyond i64.
         assert_eq!(t.lag_ns(0), i64::MIN);

@@ -408,9 +408,10 @@ mod loom_tests {
     use loom::thread;
     use std::task::Wake;
 
-    /// An op of the models: an executor's remote abort.
+    /// An op of the models: an executor's remote abort (the id is what the
+    /// executor would read).
     #[derive(Debug)]
-    struct Abort(TaskId);
+    struct Abort(#[allow(dead_code)] TaskId);
     type Remote = Inbox<Abort>;
 
     /// A host waker that records that it was woken (the `block_on` thread

@@ -1,21 +1,54 @@
-// `deny`, not `forbid`: `tsc` allows its one `unsafe` block; every other
-// module of the executor forbids `unsafe` itself.
 #![deny(unsafe_code)]
-//! The executor: its public handle ([`Executor`]), the run loop, the EEVDF
-//! pick, the clock, the inbox for foreign wakes, and the drivers.
+//! The executor layer: the public handles ([`Executor`], [`Spawner`],
+//! `QueueHandle`, `TaskBuilder`, `RemoteSpawner`) and everything that runs
+//! tasks: the run loop, the EEVDF pick, the queues at run time, the
+//! drivers. Below it, and imported one way: the task core (`crate::task`,
+//! the waker, join handles), the schedulers (`crate::sched`), the queue
+//! declarations (`crate::queue`), the clock (`crate::clock`), the
+//! configuration (`crate::config`) and the statistics. Above it: the
+//! builder, which assembles a `Core`, and the crate's re-exports.
+//!
+//! Its files, from the bottom up; each imports only from files before it
+//! in this list:
+//! * data: `eevdf` (pure EEVDF arithmetic, imports nothing), `queues` (each
+//!   queue's scheduler and counters, and the EEVDF table), `run_state` (the
+//!   run loop's `Cell`s);
+//! * `core`: `Core`, the state shared by the handles, and its operations
+//!   other than the run loop and spawning (wake, abort, shares, stats,
+//!   shutdown);
+//! * `impl Core` in files of their own, each importing `Core` (never the
+//!   reverse): `batch` (the ids a run holds), `accounting` (clock
+//!   checkpoints), `placement` (poll-boundary work, preemption),
+//!   `observe` (stall detector, histograms, spans), `run_loop` (turns,
+//!   runs, the poll) and `spawning` (the one spawn path);
+//! * `drive`: `block_on`, `run_until`, `run_until_stalled`;
+//! * the handles: `task_builder`, `queue_handle`, `remote`, and this file
+//!   (`Executor`, `Spawner`, the free `spawn`).
+//!
+//! `inbox` and `context` (the thread-safe inbox and the thread-local
+//! current executor), and `wake_task` and `abort_task` here, are the task
+//! core's glue into the executor.
+//!
+//! The executor does not know any scheduler's internals (it calls a
+//! queue's scheduler through `QueueScheduler`) nor a task's layout (it
+//! goes through the task slab and raw-task API).
 
+pub(crate) mod accounting;
 pub(crate) mod batch;
-pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod eevdf;
 pub(crate) mod inbox;
+pub(crate) mod observe;
+pub(crate) mod placement;
+pub(crate) mod queue_handle;
+pub(crate) mod queues;
 pub(crate) mod remote;
 pub(crate) mod run_loop;
+pub(crate) mod run_state;
+pub(crate) mod spawning;
 pub(crate) mod task_builder;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod tsc;
 pub(crate) mod wake;
 
 use std::fmt;
@@ -25,11 +58,11 @@ use std::sync::Arc;
 
 use self::core::Core;
 use self::drive::RunUntil;
+use self::queue_handle::QueueHandle;
 use self::remote::RemoteSpawner;
+use self::spawning::Spawn;
 use self::task_builder::TaskBuilder;
-use crate::builder::Builder;
 use crate::error::{SharesError, SpawnError, UnknownQueue};
-use crate::queue::handle::QueueHandle;
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::join::JoinHandle;
@@ -85,9 +118,8 @@ impl<K: QueueKey> Executor<K> {
         }
     }
 
-    /// A [`Builder`] to declare queues and options.
-    pub fn builder() -> Builder<K> {
-        Builder::new()
+    fn index(&self, key: K) -> Result<usize, UnknownQueue> {
+        self.spawner.index(key)
     }
 
     /// Spawns `future` onto the queue `key`. Works before the executor runs,
@@ -97,7 +129,9 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner.spawn(key, future)
+        self.spawner
+            .core
+            .spawn_task(Spawn::new(self.index(key)?, future))
     }
 
     /// Spawns `future` onto the queue `key` in the group `group`: a user key
@@ -129,7 +163,9 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner.spawn_in_group(key, group, future)
+        self.spawner
+            .core
+            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
     }
 
     /// Changes the shares (weight) of the queue `key` at run time, from
@@ -315,8 +351,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.index(key)?;
-        self.core.spawn(q, None, future)
+        self.core.spawn_task(Spawn::new(self.index(key)?, future))
     }
 
     /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
@@ -344,8 +379,8 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.index(key)?;
-        self.core.spawn(q, Some(group), future)
+        self.core
+            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
     }
 }
 
@@ -382,7 +417,7 @@ where
     F::Output: 'static,
 {
     context::with_current(move |core| match core {
-        Some(core) => core.spawn_here(future),
+        Some(core) => core.spawn_task(Spawn::here(core, future)),
         None => Err(SpawnError::NoExecutor),
     })
 }

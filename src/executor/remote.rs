@@ -18,6 +18,9 @@
 //!   that completed first keeps its output (`Ok`), as a local `abort` does.
 //! * the executor shut down, or dropped the task unfinished: the delivery is
 //!   dropped uncalled, and its drop resolves the handle to `Cancelled`.
+//!
+//! It owns the remote handles and the slot; the task itself is created by
+//! the spawn path (`Core::spawn_detached`) and runs as any other.
 
 use std::fmt;
 use std::future::Future;
@@ -27,6 +30,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::core::Core;
 use super::core::{Remote, RemoteOp};
+use super::spawning::Spawn;
 use crate::boundary;
 use crate::error::{JoinError, SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
@@ -269,7 +273,13 @@ fn spawn_on_executor<F>(
         }
         return;
     }
-    let Ok(oid) = core.spawn_raw(q, group, None, future) else {
+    let spawn = Spawn {
+        queue: q,
+        group,
+        name: None,
+        future,
+    };
+    let Ok(oid) = core.spawn_detached(spawn) else {
         return; // shut down: `sender` drops -> Cancelled
     };
     core.tasks

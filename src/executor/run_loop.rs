@@ -11,20 +11,14 @@
 //!        checkpoint; depart if empty (R7)
 //! ```
 //!
-//! A **checkpoint** reads the clock, charges the time since the previous
-//! checkpoint to the running queue (R1), renews its deadline when its
-//! request is used (R4) and checks the host-yield interval. It happens at
-//! every run end, and inside a run:
-//! * after every poll when the clock is cheap (`Config::cheap_clock`: a
-//!   `ManualClock`, or `BuilderExt::read_clock_every_poll`) or the queue's
-//!   scheduler wants per-poll timing:
-//!   runs then end exactly at the first poll boundary after the slice (R8);
-//! * otherwise after as many polls as the running estimate of the queue's
-//!   poll cost says fit in what is left of the slice and of the host
-//!   interval (after one poll while the queue has no estimate, or an
-//!   estimate of 0): an `Instant::now()` (25 to 70 ns on the
-//!   machines measured) per poll would cost more
-//!   than the poll itself.
+//! It owns the poll and the run's life: it picks a queue (EEVDF), takes
+//! its tasks through [`Held`], polls them, requeues or finishes them, and
+//! ends the run when the stop flag says so. It does not know any
+//! scheduler's internals (it speaks to a queue through `QueueScheduler`),
+//! charges time only through checkpoints (`accounting`), and leaves the
+//! work at a poll boundary to `placement` and observation to `observe`.
+//! This is the crate's hottest path: its helpers are `#[inline(always)]`,
+//! so the loop compiles to the code of one function per `PER_POLL`.
 //!
 //! With one runnable queue its slice does not end its run (the EEVDF pick
 //! would choose it again); the run still ends at the host-yield budget
@@ -33,59 +27,60 @@
 //! requirement (`QueueSpec::latency`) of a queue that waits for the host,
 //! computed at the start of the turn and again when such a queue departs.
 
-use std::cell::Cell;
-use std::rc::Rc;
 use std::time::Duration;
 
-use super::batch::{Batch, Held, Tail};
+use super::batch::Held;
 use super::context::TaskScope;
-use super::core::RemoteOp;
 use super::core::{bump, Core};
+use super::queues::Queues;
 use crate::boundary;
-use crate::queue::Queues;
-use crate::stats::Stall;
-use crate::task::harness::{cancel_idle, poll_task, Done, Next, Panics, Polled};
+use crate::task::harness::{poll_task, Done, Next, Panics, Polled};
 use crate::task::id::TaskId;
 use crate::task::raw::Finish;
 use crate::task::slab::Spurious;
 
-/// What [`Core::observe_before`] read before a poll.
-struct Observed {
-    ready_ns: Option<u64>,
-    name: Option<Rc<str>>,
+/// What stays the same for the whole of one run: which per-poll work it
+/// does. With `PER_POLL` false, its timing and observation flags are the
+/// constant `false` and their branches compile out.
+#[derive(Clone, Copy)]
+struct RunMode {
+    /// Observation around each poll (stall detector, latency histograms).
+    observe: bool,
+    /// A clock read per poll for the poll's duration.
+    timing: bool,
+    /// The scheduler takes the poll's duration (`Scheduler::polled`).
+    sched_timing: bool,
+    /// A checkpoint after every poll (a cheap clock): exact slice ends.
+    precise: bool,
+    /// The scheduler is told of every poll (not a `RunnableFifo`).
+    tell_polled: bool,
+    /// A task runnable again goes behind through the run's tail.
+    fifo_requeue: bool,
+    /// Nested in a host: each poll gets a tokio budget of its own.
+    #[cfg(feature = "tokio")]
+    own_budget: bool,
+    /// The panic policy resumes panics out of the driver.
+    propagate: bool,
 }
 
-/// A `tracing` span entered for a run or a poll: the subscriber's code
-/// that enters and leaves it is user code, behind the panic boundary.
-#[cfg(feature = "tracing")]
-struct Traced<'a> {
-    span: Option<tracing::span::EnteredSpan>,
-    sink: &'a crate::boundary::PanicSink,
+/// When a poll started, and how long it took when the run times its polls.
+#[derive(Clone, Copy)]
+struct PollTime {
+    start: u64,
+    elapsed: Option<u64>,
 }
 
-#[cfg(feature = "tracing")]
-impl<'a> Traced<'a> {
-    fn enter(
-        sink: &'a crate::boundary::PanicSink,
-        f: impl FnOnce() -> tracing::span::EnteredSpan,
-    ) -> Self {
-        Self {
-            span: sink.check(boundary::call(f)),
-            sink,
-        }
-    }
-}
-
-#[cfg(feature = "tracing")]
-impl Drop for Traced<'_> {
-    fn drop(&mut self) {
-        if let Some(span) = self.span.take() {
-            self.sink.check(boundary::call(move || drop(span)));
-        }
-    }
+/// Whether the run goes on after a poll.
+#[must_use = "`EndRun` must end the run: a stop, a preemption or a held panic would be ignored"]
+enum Step {
+    /// Poll the next task.
+    Next,
+    /// The run ends at this boundary.
+    EndRun,
 }
 
 /// Whether work remains after a turn.
+#[must_use = "a driver must run another turn when `Busy`, or wait for a wake when `Idle`"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Turn {
     /// Tasks are runnable (or yielded, waiting for the next turn).
@@ -94,78 +89,14 @@ pub(crate) enum Turn {
     Idle,
 }
 
-/// The run in progress and the turn's budget (plain `Cell`s: read and
-/// written on every poll, and by `should_yield` from inside a poll).
-#[derive(Debug, Default)]
-pub(crate) struct RunState {
-    /// Queue of the run in progress.
-    pub(crate) queue: Cell<Option<usize>>,
-    /// Queue whose run ended last, if it may continue (RUN_TO_PARITY).
-    pub(crate) prev: Cell<Option<usize>>,
-    /// Clock at the last checkpoint.
-    pub(crate) last_ns: Cell<u64>,
-    pub(crate) run_start_ns: Cell<u64>,
-    pub(crate) turn_start_ns: Cell<u64>,
-    /// The turn ends once this long has passed since its start: the
-    /// builder's host-yield interval, or the shortest latency requirement
-    /// of a waiting queue ([`Queues::host_interval_ns`]).
-    pub(crate) host_interval_ns: Cell<u64>,
-    /// Polls before the next checkpoint (amortised mode); counted down by
-    /// one per poll.
-    pub(crate) countdown: Cell<u32>,
-    /// `countdown` as the last checkpoint set it: the polls since that
-    /// checkpoint are `countdown_set - countdown`.
-    pub(crate) countdown_set: Cell<u32>,
-    /// Polls left in this turn, as of the last checkpoint (`countdown`
-    /// never exceeds it, so the turn's last poll is a checkpoint).
-    pub(crate) polls_left: Cell<u32>,
-    /// The run ends at this poll boundary: the one flag the run loop reads
-    /// per poll, recomputed ([`Core::update_stop`]) wherever one of its
-    /// causes changes (checkpoint, placement, `should_yield`).
-    pub(crate) stop: Cell<bool>,
-    /// The request in force is used: the run ends at this boundary once
-    /// another queue is runnable (R8b).
-    pub(crate) slice_over: Cell<bool>,
-    /// R4 renewed the running queue's request during this run, so
-    /// RUN_TO_PARITY no longer protects it.
-    pub(crate) renewed: Cell<bool>,
-    pub(crate) turn_over: Cell<bool>,
-    pub(crate) preempt: Cell<bool>,
-    /// A queue that woke during this run may preempt it but `min_run` still
-    /// protects the run: preempt at the first checkpoint at or after this
-    /// instant (R9; E4's bound `min_run + p`).
-    pub(crate) preempt_at: Cell<Option<u64>>,
-    /// `should_yield` told the task to yield: end the run after this poll.
-    pub(crate) end_requested: Cell<bool>,
-    /// The run's batch ([`Held`]): ids from `batch_pos` to `batch_len`
-    /// were taken from the running queue's scheduler and not polled yet
-    /// (counted in the queue's `runnable_tasks`).
-    pub(crate) batch_pos: Cell<usize>,
-    pub(crate) batch_len: Cell<usize>,
-    /// The call site of the next poll ([`RawTask::poll`]): flipped at every
-    /// poll and kept across runs, so that two tasks polled in turn keep
-    /// one site each whatever the length of the runs.
-    ///
-    /// [`RawTask::poll`]: crate::task::raw::RawTask::poll
-    pub(crate) second_site: Cell<bool>,
-    /// The batch [`Held`] takes ids into: here rather than in `Held`, so
-    /// that a run neither initialises nor moves it (a run of one poll, as
-    /// in a ping-pong, paid 90 instructions for that; callgrind).
-    pub(crate) batch: Batch,
-    /// Tasks of the running `RunnableFifo` queue requeued by the run and
-    /// not yet pushed to the deque.
-    pub(crate) tail: Tail,
-}
-
 impl Core {
     /// One driver turn. `follows`: the driver runs it right after a busy
     /// turn, with nothing in between (no host turn, no poll of its own
     /// future, no park): the clock reading of that turn's last checkpoint
     /// is then its start, which saves a clock read (an `rdtsc`) per turn
-    /// of 61 polls: 368.7 → 356.8 M cycles for a million headline tasks
-    /// (`perf stat`; PROFILING.md, "Applied in the seventh session"). The
-    /// gap, the driver's own few instructions, goes to the first run's
-    /// charge.
+    /// of 61 polls (about 3% of the cycles of the headline workload;
+    /// `perf stat`). The gap, the driver's own few instructions, goes to
+    /// the first run's charge.
     ///
     /// A panic that the panic policy propagates (`crate::boundary`)
     /// resumes from here, at the end of the turn, with the executor's
@@ -180,16 +111,16 @@ impl Core {
     fn turn(&self, follows: bool) -> Turn {
         self.release_deferred();
         let now = if follows && !self.cheap_clock {
-            self.run.last_ns.get()
+            self.run.clock.last_ns.get()
         } else {
             self.now_ns()
         };
         let r = &self.run;
-        r.turn_start_ns.set(now);
+        r.turn.start_ns.set(now);
         self.update_host_interval();
-        r.last_ns.set(now);
-        r.polls_left.set(self.cfg.max_polls);
-        r.turn_over.set(false);
+        r.clock.last_ns.set(now);
+        r.turn.polls_left.set(self.cfg.max_polls);
+        r.turn.over.set(false);
         bump(&self.counters.turns);
         loop {
             self.boundary();
@@ -197,7 +128,7 @@ impl Core {
                 .queues
                 .borrow_mut()
                 .eevdf
-                .pick(r.prev.get(), self.cfg.general_pick);
+                .pick(r.current.prev.get(), self.cfg.general_pick);
             let Some(q) = picked else {
                 return if self.deferred.borrow().is_empty()
                     && self.deferred_wakers.borrow().is_empty()
@@ -222,7 +153,7 @@ impl Core {
             .queues
             .borrow()
             .host_interval_ns(self.cfg.host_yield_interval_ns);
-        self.run.host_interval_ns.set(interval);
+        self.run.turn.host_interval_ns.set(interval);
     }
 
     /// Deferred yields of the previous turn become runnable.
@@ -250,20 +181,14 @@ impl Core {
         }
     }
 
-    /// Whether more than one queue competes (or the general pick is forced):
-    /// only then does a used-up slice end a run.
-    fn contended(&self) -> bool {
-        self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1
-    }
-
     /// Runs queue `q` until a boundary ends the run. Returns `true` when
     /// the turn's budget is spent.
     ///
     /// Two instances of one loop: the common one (a real clock read every
     /// few polls, no per-poll timing or observation) has those branches
-    /// compiled out (9 instructions per headline task, callgrind; with
-    /// `poll_task` inlined into each instance, the larger part of the
-    /// change listed in PROFILING.md, "Findings").
+    /// compiled out (about 9 instructions per headline task; callgrind),
+    /// and each instance has `poll_task` inlined.
+    #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
     fn run_queue(&self, q: usize) -> bool {
         let (sched_timing, tell_polled) = {
@@ -278,9 +203,10 @@ impl Core {
         }
     }
 
-    /// The run loop of [`run_queue`](Self::run_queue); with `PER_POLL`
-    /// false, the caller has checked that no per-poll clock read or
-    /// observation is asked for.
+    /// The run of [`run_queue`](Self::run_queue): start, the polls, the
+    /// end. With `PER_POLL` false, the caller has checked that no per-poll
+    /// clock read or observation is asked for.
+    #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
     fn run_queue_in<const PER_POLL: bool>(
         &self,
@@ -289,148 +215,227 @@ impl Core {
         tell_polled: bool,
     ) -> bool {
         #[cfg(feature = "tracing")]
-        let _run_span = {
-            let name = self.queues.borrow().list[q].name.clone();
-            Traced::enter(&self.panics, || {
-                tracing::debug_span!("run", queue = %name, index = q).entered()
-            })
-        };
-        // Per-poll durations: for a timing scheduler, the stall detector
-        // and the latency histograms.
-        let observe = PER_POLL && self.cfg.per_poll_timing;
-        let timing = PER_POLL && (sched_timing || observe);
+        let _run_span = self.run_span(q);
+        let mode = self.run_mode::<PER_POLL>(sched_timing, tell_polled);
         bump(&self.counters.runs);
-        // Exact slice ends (a clock read and an EEVDF charge after every
-        // poll) only with a cheap clock; per-poll durations on a real clock
-        // come from one clock read per poll, while the EEVDF charge stays
-        // amortised.
-        let precise = PER_POLL && self.cheap_clock;
-        let mut poll_start = self.run.last_ns.get();
-        let r = &self.run;
-        r.queue.set(Some(q));
-        r.run_start_ns.set(r.last_ns.get());
-        r.slice_over.set(false);
-        r.renewed.set(false);
-        r.preempt.set(false);
-        r.preempt_at.set(None);
-        r.end_requested.set(false);
-        r.stop.set(false);
-        self.reset_countdown(q);
-        let defer_yields = self.nested.get();
-        let propagate = self.panics.propagates();
+        self.start_run(q);
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = crate::task::current::begin_run();
-        // `pop` returned `None`: the queue has nothing to run, whatever its
-        // scheduler's `len` says (a scheduler that breaks the contract must
-        // not make the executor spin on an empty queue).
-        let mut drained = false;
-        // A `RunnableFifo` (no `polled` to call), no ready stamp to record
-        // and not nested (a yield is requeued, not deferred to the host's
-        // next turn): a task runnable again, woken or yielded, goes behind
-        // the queued ones through the run's tail.
-        let fifo_requeue = !(tell_polled || defer_yields || (observe && self.cfg.latency));
         let mut held = Held::new(self, q);
+        let drained = self.poll_tasks(q, mode, &mut held);
+        held.put_back();
+        self.end_run(q, drained)
+    }
+
+    /// What a run of a queue whose scheduler wants per-poll timing
+    /// (`sched_timing`) and `polled` calls (`tell_polled`) does per poll.
+    #[inline(always)]
+    fn run_mode<const PER_POLL: bool>(&self, sched_timing: bool, tell_polled: bool) -> RunMode {
+        // Per-poll durations: for a timing scheduler, the stall detector
+        // and the latency histograms.
+        let observe = PER_POLL && self.cfg.per_poll_timing;
+        let defer_yields = self.nested.get();
+        RunMode {
+            observe,
+            timing: PER_POLL && (sched_timing || observe),
+            sched_timing: PER_POLL && sched_timing,
+            // Exact slice ends (a clock read and an EEVDF charge after
+            // every poll) only with a cheap clock; per-poll durations on a
+            // real clock come from one clock read per poll, while the
+            // EEVDF charge stays amortised.
+            precise: PER_POLL && self.cheap_clock,
+            tell_polled,
+            // A `RunnableFifo` (no `polled` to call), no ready stamp to
+            // record and not nested (a yield is requeued, not deferred to
+            // the host's next turn): a task runnable again, woken or
+            // yielded, goes behind the queued ones through the run's tail.
+            fifo_requeue: !(tell_polled || defer_yields || (observe && self.cfg.latency)),
+            #[cfg(feature = "tokio")]
+            own_budget: defer_yields,
+            propagate: self.panics.propagates(),
+        }
+    }
+
+    /// A run of `q` starts at the last checkpoint, with no cause to end it
+    /// yet and the countdown to its first checkpoint.
+    #[inline(always)]
+    fn start_run(&self, q: usize) {
+        let r = &self.run;
+        r.current.queue.set(Some(q));
+        r.current.start_ns.set(r.clock.last_ns.get());
+        r.end.clear();
+        self.reset_countdown(q);
+    }
+
+    /// Polls the tasks `held` hands out until a boundary ends the run.
+    /// Returns whether the queue ran dry: `pop` returned `None`, so the
+    /// queue has nothing to run, whatever its scheduler's `len` says (a
+    /// scheduler that breaks the contract must not make the executor spin
+    /// on an empty queue).
+    #[inline(always)]
+    fn poll_tasks(&self, q: usize, mode: RunMode, held: &mut Held<'_>) -> bool {
+        // The start of the next poll: the last checkpoint's reading, or the
+        // clock read that ended the previous poll.
+        let mut poll_start = self.run.clock.last_ns.get();
         // The record of a task that ended (`poll_task`).
         let mut done = None;
         // Few values live across the poll (the call clobbers the others):
         // the site and the poll count are in `RunState`, the batch bounds
-        // in `Held`'s cells (PROFILING.md, "Applied in the seventh session").
+        // in its `HeldIds`.
         loop {
             let Some(id) = held.next() else {
-                drained = true;
-                break;
+                return true;
             };
-            if precise {
-                // The clock was read at the end of the previous poll: that
-                // reading is this poll's start.
-                poll_start = r.last_ns.get();
-            }
-            let this_start = poll_start;
-            // Read before the poll: a task that completes is removed.
-            let observed = if observe {
-                Some(self.observe_before(id))
-            } else {
-                None
-            };
-            #[cfg(feature = "tracing")]
-            let poll_span = Traced::enter(&self.panics, || {
-                tracing::trace_span!("poll", queue = q, task = %id).entered()
-            });
-            let site = r.second_site.get();
-            // Nested (`defer_yields` is `self.nested`): tokio's budget for
-            // this poll alone (`crate::coop`).
-            #[cfg(feature = "tokio")]
-            let budget = if defer_yields {
-                crate::coop::task_budget()
-            } else {
-                None
-            };
-            let polled = poll_task(&self.tasks, id, propagate, site, &mut done, &TaskScope);
-            #[cfg(feature = "tokio")]
-            drop(budget);
-            #[cfg(feature = "tracing")]
-            drop(poll_span);
-            match polled {
-                Polled::Stale => continue,
-                // Before anything else can panic (the checkpoint's clock
-                // read): the panics of the task's end go to the sink in the
-                // order they happened.
-                Polled::Done => self.report_panics_of(&mut done),
-                Polled::Pending(_) => {}
-            }
-            r.second_site.set(!site);
-            // `countdown >= 1` before every poll (see `countdown`); the
-            // checkpoint counts the polls since the last one.
-            let countdown = r.countdown.get() - 1;
-            r.countdown.set(countdown);
-            if precise || countdown == 0 {
-                self.checkpoint(q);
-            }
-            // The whole poll, even if `should_yield` charged part of it
-            // from inside the poll: one clock read per poll, shared with the
-            // next poll's start.
-            let elapsed = if !timing {
-                None
-            } else if precise {
-                Some(r.last_ns.get().saturating_sub(this_start))
-            } else {
-                let now = self.now_ns();
-                poll_start = now;
-                Some(now.saturating_sub(this_start))
-            };
-            if let Some(before) = observed {
-                self.observe_after(q, id, before, this_start, elapsed.unwrap_or(0));
-            }
-            let sched_elapsed = elapsed.filter(|_| sched_timing).map(Duration::from_nanos);
-            match polled {
-                // Waiting for a wake, and no `polled` to tell: nothing to do.
-                Polled::Pending(Next::Wait) if !tell_polled => {}
-                Polled::Pending(_) if fifo_requeue => self.requeue_fifo(id),
-                Polled::Pending(next) => {
-                    let end = observe.then(|| this_start.saturating_add(elapsed.unwrap_or(0)));
-                    self.pending_again(q, id, next, sched_elapsed, tell_polled, end);
-                }
-                Polled::Done => {
-                    if let Some(done) = done.take() {
-                        self.finish(id, done, sched_elapsed, true);
-                        if self.panics.holds() {
-                            // Resumed out of the driver (`Propagate`).
-                            break;
-                        }
-                    }
-                }
-                Polled::Stale => unreachable!("handled above"),
-            }
-            if self.attention.get() || self.remote.has_pending() {
-                self.boundary();
-            }
-            if r.stop.get() {
-                break;
+            if let Step::EndRun = self.poll_step(q, id, mode, &mut poll_start, &mut done) {
+                return false;
             }
         }
-        held.put_back();
-        self.end_run(q, drained)
+    }
+
+    /// One poll of task `id` of the running queue `q`, and what follows
+    /// from it: the checkpoint when due, the poll's duration and
+    /// observation, the task's requeue or end, and the boundary work the
+    /// poll flagged.
+    #[inline(always)]
+    fn poll_step(
+        &self,
+        q: usize,
+        id: TaskId,
+        mode: RunMode,
+        poll_start: &mut u64,
+        done: &mut Option<Done>,
+    ) -> Step {
+        let r = &self.run;
+        if mode.precise {
+            // The clock was read at the end of the previous poll: that
+            // reading is this poll's start.
+            *poll_start = r.clock.last_ns.get();
+        }
+        let start = *poll_start;
+        // Read before the poll: a task that completes is removed.
+        let observed = if mode.observe {
+            Some(self.observe_before(id))
+        } else {
+            None
+        };
+        #[cfg(feature = "tracing")]
+        let poll_span = self.poll_span(q, id);
+        let site = r.second_site.get();
+        let polled = self.poll_one(id, site, mode, done);
+        #[cfg(feature = "tracing")]
+        drop(poll_span);
+        match polled {
+            Polled::Stale => return Step::Next,
+            // Before anything else can panic (the checkpoint's clock
+            // read): the panics of the task's end go to the sink in the
+            // order they happened.
+            Polled::Done => self.report_panics_of(done),
+            Polled::Pending(_) => {}
+        }
+        r.second_site.set(!site);
+        let elapsed = self.count_poll(q, mode, start, poll_start);
+        if let Some(before) = observed {
+            self.observe_after(q, id, before, start, elapsed.unwrap_or(0));
+        }
+        let time = PollTime { start, elapsed };
+        if let Step::EndRun = self.after_poll(q, id, polled, mode, time, done) {
+            return Step::EndRun;
+        }
+        if self.attention.get() || self.remote.has_pending() {
+            self.boundary();
+        }
+        if r.end.stop.get() {
+            Step::EndRun
+        } else {
+            Step::Next
+        }
+    }
+
+    /// Counts a poll of the running queue `q` that started at `start`: the
+    /// checkpoint when the countdown reaches it (after every poll in
+    /// precise mode). Returns the poll's duration when the run times its
+    /// polls: the whole poll, even if `should_yield` charged part of it from
+    /// inside the poll, from one clock read per poll that is also the next
+    /// poll's start (`poll_start`).
+    #[inline(always)]
+    fn count_poll(&self, q: usize, mode: RunMode, start: u64, poll_start: &mut u64) -> Option<u64> {
+        let r = &self.run;
+        // `countdown >= 1` before every poll (see `countdown`); the
+        // checkpoint counts the polls since the last one.
+        let countdown = r.clock.countdown.get() - 1;
+        r.clock.countdown.set(countdown);
+        if mode.precise || countdown == 0 {
+            self.checkpoint(q);
+        }
+        if !mode.timing {
+            None
+        } else if mode.precise {
+            Some(r.clock.last_ns.get().saturating_sub(start))
+        } else {
+            let now = self.now_ns();
+            *poll_start = now;
+            Some(now.saturating_sub(start))
+        }
+    }
+
+    /// The poll itself, at the call site `site`
+    /// ([`RunState::second_site`](super::run_state::RunState::second_site));
+    /// nested, with tokio's budget for this poll alone (`crate::coop`).
+    #[inline(always)]
+    fn poll_one(&self, id: TaskId, site: bool, mode: RunMode, done: &mut Option<Done>) -> Polled {
+        #[cfg(feature = "tokio")]
+        let budget = if mode.own_budget {
+            crate::coop::task_budget()
+        } else {
+            None
+        };
+        let polled = poll_task(&self.tasks, id, mode.propagate, site, done, &TaskScope);
+        #[cfg(feature = "tokio")]
+        drop(budget);
+        polled
+    }
+
+    /// What a poll's outcome asks of the executor: nothing for a task that
+    /// waits (unless its scheduler is told), the requeue of a task runnable
+    /// again (through the run's tail, or its scheduler), the end of a task
+    /// that completed.
+    #[inline(always)]
+    fn after_poll(
+        &self,
+        q: usize,
+        id: TaskId,
+        polled: Polled,
+        mode: RunMode,
+        time: PollTime,
+        done: &mut Option<Done>,
+    ) -> Step {
+        let sched_elapsed = time
+            .elapsed
+            .filter(|_| mode.sched_timing)
+            .map(Duration::from_nanos);
+        match polled {
+            // Waiting for a wake, and no `polled` to tell: nothing to do.
+            Polled::Pending(Next::Wait) if !mode.tell_polled => {}
+            Polled::Pending(_) if mode.fifo_requeue => self.requeue_fifo(id),
+            Polled::Pending(next) => {
+                let end = mode
+                    .observe
+                    .then(|| time.start.saturating_add(time.elapsed.unwrap_or(0)));
+                self.pending_again(q, id, next, sched_elapsed, mode.tell_polled, end);
+            }
+            Polled::Done => {
+                if let Some(done) = done.take() {
+                    self.finish(id, done, sched_elapsed, true);
+                    if self.panics.holds() {
+                        // Resumed out of the driver (`Propagate`).
+                        return Step::EndRun;
+                    }
+                }
+            }
+            Polled::Stale => unreachable!("a stale id is skipped before"),
+        }
+        Step::Next
     }
 
     /// The scheduler of queue `q` handed out `id`, which was not its to
@@ -490,10 +495,13 @@ impl Core {
         }
     }
 
-    /// Ends the run of `q`: charges the rest, departs if empty (R7).
+    /// Ends the run of `q`: charges the rest, departs if empty (R7), and
+    /// leaves the next pick the queue to continue, if RUN_TO_PARITY still
+    /// protects it. Returns `true` when the turn's budget is spent.
+    #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
-        if r.countdown_set.get() != r.countdown.get() {
+        if r.clock.countdown_set.get() != r.clock.countdown.get() {
             self.checkpoint(q);
         }
         {
@@ -514,225 +522,17 @@ impl Core {
         // one when that request is used (R4 renewed it during this run),
         // or when a waker was entitled to preempt the run (or soon would
         // be, after min_run).
-        let protected = !(r.renewed.get() || r.preempt.get() || r.preempt_at.get().is_some());
-        r.prev.set(protected.then_some(q));
-        r.queue.set(None);
-        r.polls_left.get() == 0 || r.turn_over.get()
-    }
-
-    /// Reads the clock and charges the time since the last checkpoint to
-    /// queue `q` (R1, R4), then sets the countdown to the next one and
-    /// whether the run stops here. Returns the time charged.
-    pub(crate) fn checkpoint(&self, q: usize) -> u64 {
-        let delta = self.charge_now(q);
-        self.reset_countdown(q);
-        self.update_stop();
-        delta
-    }
-
-    /// The charge of [`checkpoint`](Self::checkpoint), without the
-    /// countdown and the stop flag, which the caller must set.
-    fn charge_now(&self, q: usize) -> u64 {
-        let now = self.now_ns();
-        let r = &self.run;
-        let delta = now.saturating_sub(r.last_ns.get());
-        r.last_ns.set(now);
-        let polls = r.countdown_set.get() - r.countdown.get();
-        r.polls_left.set(r.polls_left.get().saturating_sub(polls));
-        self.counters
-            .polls
-            .set(self.counters.polls.get() + u64::from(polls));
-        {
-            let mut qs = self.queues.borrow_mut();
-            if qs.eevdf.charge(q, delta) {
-                r.slice_over.set(true);
-                r.renewed.set(true);
-            } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
-                // Alone, a used request does not end the run (R5 would pick
-                // the queue again) and R4 renewed it: once another queue
-                // is placed, the run ends when the request in force is
-                // used (R8b), not at once.
-                r.slice_over.set(false);
-            }
-            let st = &mut qs.list[q];
-            st.counters.service_ns = st.counters.service_ns.saturating_add(delta);
-            st.counters.polls += u64::from(polls);
-            if polls > 0 {
-                let per = delta / polls as u64;
-                st.poll_cost_ns = if st.poll_cost_ns == 0 {
-                    per
-                } else {
-                    // In 128 bits: after a jump of the clock `3·cost + per`
-                    // can pass `u64::MAX`; the average itself fits in 64
-                    // bits, and `/ 4` is a shift.
-                    ((3 * st.poll_cost_ns as u128 + per as u128) / 4) as u64
-                };
-            }
-        }
-        if now.saturating_sub(r.turn_start_ns.get()) >= r.host_interval_ns.get() {
-            r.turn_over.set(true);
-        }
-        if r.preempt_at.get().is_some_and(|at| now >= at) {
-            r.preempt.set(true);
-        }
-        delta
-    }
-
-    /// Whether the run in progress must end at this poll boundary.
-    pub(crate) fn update_stop(&self) {
-        let r = &self.run;
-        r.stop.set(
-            r.polls_left.get() == 0
-                || r.turn_over.get()
-                || r.preempt.get()
-                || r.end_requested.get()
-                || (r.slice_over.get() && self.contended()),
-        );
-    }
-
-    /// Sets the countdown to the next checkpoint; only right after a
-    /// checkpoint (or at a run's start), when no poll is uncharged.
-    pub(crate) fn reset_countdown(&self, q: usize) {
-        let n = self.countdown(q);
-        self.run.countdown.set(n);
-        self.run.countdown_set.set(n);
-    }
-
-    /// Polls that fit before the next needed checkpoint (amortised mode).
-    fn countdown(&self, q: usize) -> u32 {
-        let r = &self.run;
-        if r.polls_left.get() <= 1 {
-            // The turn's last poll (or past it): nothing to divide. At the
-            // end of every full turn (callgrind).
-            return 1;
-        }
-        let qs = self.queues.borrow();
-        let elapsed = r.last_ns.get().saturating_sub(r.turn_start_ns.get());
-        let mut left = r.host_interval_ns.get().saturating_sub(elapsed);
-        if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
-            left = left.min(qs.eevdf.slice_left_ns(q));
-        }
-        if let Some(at) = r.preempt_at.get() {
-            left = left.min(at.saturating_sub(r.last_ns.get()));
-        }
-        let cost = qs.list[q].poll_cost_ns;
-        if cost == 0 {
-            // No cost known: no poll of this queue measured yet, or its
-            // polls took no time the clock could see. Check after the next
-            // poll, whatever it costs: counted as 1 ns, `max_polls` polls of
-            // unknown length could run far beyond the slice and the host
-            // interval (61 ms for polls of 1 ms).
-            return 1;
-        }
-        (left / cost).clamp(1, r.polls_left.get().max(1) as u64) as u32
-    }
-
-    /// Work at a poll boundary: foreign wakes, aborts, placement of queues
-    /// that became runnable, and the wake-up preemption decision (R9).
-    pub(crate) fn boundary(&self) {
-        self.attention.set(false);
-        if self.remote.has_pending() {
-            let (mut ids, mut ops) = (Vec::new(), Vec::new());
-            self.remote.drain_into(&mut ids, &mut ops);
-            for id in ids {
-                self.tasks.borrow().clear_remote_notified(id);
-                self.wake_local(id);
-            }
-            for op in ops {
-                match op {
-                    // The op may drop a future (aborted before it started),
-                    // or a task's spawn may wake a host: user code.
-                    RemoteOp::Spawn(spawn) => {
-                        self.panics.check(boundary::call(|| spawn(self)));
-                    }
-                    RemoteOp::Abort(id) => self.abort(id),
-                }
-            }
-        }
-        if !self.aborts.borrow().is_empty() {
-            let ids = std::mem::take(&mut *self.aborts.borrow_mut());
-            for id in ids {
-                if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
-                    // A panic of the destructor is the task's, reported to
-                    // its join handle.
-                    self.finish(id, done, None, false);
-                }
-            }
-        }
-        self.place_activations();
-    }
-
-    /// Places the queues that became runnable and decides preemption.
-    pub(crate) fn place_activations(&self) {
-        if self.queues.borrow().pending.is_empty() {
-            return;
-        }
-        let r = &self.run;
-        let cur = r.queue.get();
-        if let Some(c) = cur {
-            // Charge the running queue first so that V is current (the
-            // countdown and the stop flag are set below, once placed);
-            // unless the last checkpoint was at this boundary (no poll
-            // since), whose `slice_over` must stay as it is.
-            if r.countdown_set.get() != r.countdown.get() {
-                self.charge_now(c);
-            }
-        }
-        let mut qs = self.queues.borrow_mut();
-        let mut pending = std::mem::take(&mut qs.pending);
-        for &j in &pending {
-            qs.list[j].activation_pending = false;
-            if qs.list[j].sched.is_empty() || qs.eevdf.ents[j].runnable {
-                continue;
-            }
-            qs.eevdf.place(j);
-            if let (Some(c), true) = (cur, self.cfg.preemption) {
-                if c != j && qs.eevdf.would_preempt(c, j) {
-                    let (rc, rj) = (qs.eevdf.ents[c].request_ns, qs.eevdf.ents[j].request_ns);
-                    let ran = r.last_ns.get().saturating_sub(r.run_start_ns.get());
-                    let min_run = self.cfg.min_run_ns.min(rc);
-                    if ran >= min_run || rj < rc {
-                        r.preempt.set(true);
-                    } else if r.preempt_at.get().is_none() {
-                        // Protected for now, not vetoed: preempt once the
-                        // run has lasted min_run.
-                        // Saturated: near the end of the clock's range
-                        // the preemption is due at its last instant.
-                        r.preempt_at
-                            .set(Some(r.run_start_ns.get().saturating_add(min_run)));
-                    }
-                }
-            }
-            // Between runs (a wake from the host between two turns): the
-            // queue that ran last would continue under RUN_TO_PARITY; a
-            // waking queue that would preempt it takes the pick instead.
-            if let (None, Some(p), true) = (cur, r.prev.get(), self.cfg.preemption) {
-                if p != j && qs.eevdf.would_preempt(p, j) {
-                    r.prev.set(None);
-                }
-            }
-        }
-        pending.clear();
-        if qs.pending.is_empty() {
-            qs.pending = pending;
-        }
-        drop(qs);
-        if let Some(c) = cur {
-            // Amortised clock reads: the next checkpoint comes when what is
-            // left of the running queue's request is used, now that it
-            // contends (a lone queue's countdown only looked at the host
-            // interval), or when min_run is over. The checkpoint above
-            // charged every poll so far.
-            self.reset_countdown(c);
-            // A placed queue may contend with a used-up slice, or preempt.
-            self.update_stop();
-        }
+        let protected =
+            !(r.end.renewed.get() || r.end.preempt.get() || r.end.preempt_at.get().is_some());
+        r.current.prev.set(protected.then_some(q));
+        r.current.queue.set(None);
+        r.turn.polls_left.get() == 0 || r.turn.over.get()
     }
 
     /// Book-keeping for a task that ended; its panic, taken for
     /// `Propagate`, goes to the panic sink.
     #[inline(always)]
-    fn finish(&self, id: TaskId, done: Done, elapsed: Option<Duration>, polled: bool) {
+    pub(super) fn finish(&self, id: TaskId, done: Done, elapsed: Option<Duration>, polled: bool) {
         let Done {
             queue,
             group,
@@ -793,91 +593,26 @@ impl Core {
         }
     }
 
-    /// What the observability needs from before a poll (histograms, stall
-    /// detector): when the task became runnable, and its name.
-    #[cold]
-    #[inline(never)]
-    fn observe_before(&self, id: TaskId) -> Observed {
-        let tasks = self.tasks.borrow();
-        Observed {
-            ready_ns: if self.cfg.latency {
-                tasks.ready_ns(id)
-            } else {
-                None
-            },
-            name: if self.cfg.stall_ns != u64::MAX {
-                tasks.name(id)
-            } else {
-                None
-            },
-        }
-    }
-
-    /// After a poll that started at `start_ns` and took `elapsed_ns`:
-    /// records its wake-to-first-poll delay and reports a stall.
-    #[cold]
-    #[inline(never)]
-    fn observe_after(
-        &self,
-        q: usize,
-        id: TaskId,
-        before: Observed,
-        start_ns: u64,
-        elapsed_ns: u64,
-    ) {
-        if let Some(ready) = before.ready_ns {
-            self.queues.borrow_mut().list[q]
-                .counters
-                .wake_latency
-                .record_ns(start_ns.saturating_sub(ready));
-        }
-        if elapsed_ns >= self.cfg.stall_ns {
-            self.report_stall(q, id, before.name, elapsed_ns);
-        }
-    }
-
-    /// A poll ran at least the stall threshold: count it and tell the
-    /// callback (no borrow held; a panic of the callback is discarded).
-    #[cold]
-    fn report_stall(&self, q: usize, id: TaskId, name: Option<Rc<str>>, ns: u64) {
-        let queue = {
-            let mut qs = self.queues.borrow_mut();
-            qs.list[q].counters.stalls += 1;
-            qs.list[q].name.clone()
-        };
-        // A clone of the callback, called with no borrow held: it may drop
-        // the executor, which drops the callback.
-        let report = self.stall_report.borrow().clone();
-        if let Some(report) = report {
-            let stall = Stall {
-                queue,
-                queue_index: q,
-                task: id,
-                name: name.map(|n| n.to_string()),
-                duration: Duration::from_nanos(ns),
-            };
-            self.panics.check(boundary::call(|| report(&stall)));
-        }
-    }
-
-    /// `should_yield()`: would the current run end at this boundary?
+    /// `should_yield()`: would the current run end at this boundary? If
+    /// so, the run ends after the poll in progress.
+    #[must_use = "`true` ended the run: the task must yield"]
     pub(crate) fn should_yield(&self) -> bool {
         if !self.driving.get() || !crate::task::current::in_task_poll() {
             return false;
         }
-        let Some(q) = self.run.queue.get() else {
+        let Some(q) = self.run.current.queue.get() else {
             return false;
         };
         self.checkpoint(q);
         self.place_activations();
         let r = &self.run;
-        let yes = r.preempt.get()
-            || r.turn_over.get()
-            || r.end_requested.get()
-            || (r.slice_over.get() && self.contended());
+        let yes = r.end.preempt.get()
+            || r.turn.over.get()
+            || r.end.requested.get()
+            || (r.end.slice_over.get() && self.contended());
         if yes {
-            r.end_requested.set(true);
-            r.stop.set(true);
+            r.end.requested.set(true);
+            r.end.stop.set(true);
         }
         yes
     }

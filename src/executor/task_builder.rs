@@ -1,12 +1,14 @@
 #![forbid(unsafe_code)]
 //! `TaskBuilder`: spawn with options (a name, a group), as tokio's
-//! `task::Builder`.
+//! `task::Builder`. It collects the options and hands the spawn to the
+//! spawn path (`spawning`); it creates nothing itself.
 
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
+use super::spawning::Spawn;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::task::join::JoinHandle;
 
@@ -68,8 +70,12 @@ impl<'a> TaskBuilder<'a> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let q = self.queue?;
-        self.core.spawn_named(q, self.group, self.name, future)
+        self.core.spawn_task(Spawn {
+            queue: self.queue?,
+            group: self.group,
+            name: self.name,
+            future,
+        })
     }
 }
 

@@ -63,8 +63,6 @@ impl Schedule for Remote {
 #[cfg(all(test, tourbillon_loom))]
 mod loom_tests {
     use super::*;
-    use crate::task::id::TaskId;
-    use loom::sync::Arc;
     use loom::thread;
     use std::sync::atomic::Ordering;
 

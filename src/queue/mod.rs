@@ -1,21 +1,17 @@
 #![forbid(unsafe_code)]
-//! Task queues: their configuration, their runtime state (scheduler,
-//! counters) and the key -> index map.
-
-pub(crate) mod handle;
+//! Task queues as the user declares them: the key type ([`QueueKey`]), a
+//! queue's declaration ([`QueueSpec`]: shares, scheduler, slice, latency),
+//! the limits, and the key -> index map the handles look keys up in.
+//!
+//! Declarations only: a queue's state at run time is the executor's
+//! (`executor::queues`), and nothing here imports the executor.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::rc::Rc;
 use std::time::Duration;
 
-use crate::boundary::PanicSink;
-use crate::executor::clock::duration_ns;
-use crate::executor::eevdf::{Eevdf, Entity};
 use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
-use crate::stats::QueueCounters;
-use crate::task::id::{GroupId, TaskId};
 
 /// A type that can name a queue: any small copyable key, such as an enum.
 ///
@@ -135,108 +131,6 @@ impl std::fmt::Debug for QueueSpec {
             .field("slice", &self.slice)
             .field("latency", &self.latency)
             .finish()
-    }
-}
-
-/// One queue at run time.
-pub(crate) struct QueueState {
-    pub(crate) name: String,
-    pub(crate) shares: u32,
-    pub(crate) sched: QueueScheduler,
-    pub(crate) timing: bool,
-    pub(crate) counters: QueueCounters,
-    /// Running estimate of the cost of one poll, ns (amortised clock reads).
-    pub(crate) poll_cost_ns: u64,
-    /// Waiting for EEVDF placement at the next boundary.
-    pub(crate) activation_pending: bool,
-    /// [`QueueSpec::latency`], ns.
-    pub(crate) latency_ns: Option<u64>,
-}
-
-/// Every queue of an executor plus the EEVDF table, indexed alike.
-pub(crate) struct Queues {
-    pub(crate) list: Vec<QueueState>,
-    pub(crate) eevdf: Eevdf,
-    /// Queues that went from empty to non-empty since the last boundary.
-    pub(crate) pending: Vec<usize>,
-    /// Whether any queue has a latency requirement ([`QueueSpec::latency`]).
-    pub(crate) any_latency: bool,
-}
-
-impl Queues {
-    pub(crate) fn new(
-        specs: Vec<(String, QueueSpec)>,
-        base_slice: Duration,
-        sink: &Rc<PanicSink>,
-    ) -> Self {
-        let mut list = Vec::with_capacity(specs.len());
-        let mut ents = Vec::with_capacity(specs.len());
-        for (name, mut spec) in specs {
-            spec.scheduler.attach(sink, &name);
-            let slice = duration_ns(spec.slice.unwrap_or(base_slice));
-            ents.push(Entity::new(spec.shares as u64, slice));
-            list.push(QueueState {
-                name,
-                shares: spec.shares,
-                timing: spec.scheduler.wants_timing(),
-                sched: spec.scheduler,
-                counters: QueueCounters::default(),
-                poll_cost_ns: 0,
-                activation_pending: false,
-                latency_ns: spec.latency.map(duration_ns),
-            });
-        }
-        Self {
-            any_latency: list.iter().any(|q| q.latency_ns.is_some()),
-            list,
-            eevdf: Eevdf::new(ents),
-            pending: Vec::new(),
-        }
-    }
-
-    /// The host-yield interval while the queues stand as they are: the
-    /// shortest latency requirement of a queue that waits (is not
-    /// runnable), or `default` (the builder's interval) if shorter or if
-    /// none waits.
-    pub(crate) fn host_interval_ns(&self, default: u64) -> u64 {
-        if !self.any_latency {
-            return default;
-        }
-        self.list
-            .iter()
-            .zip(&self.eevdf.ents)
-            .filter(|(_, e)| !e.runnable)
-            .filter_map(|(q, _)| q.latency_ns)
-            .fold(default, u64::min)
-    }
-
-    /// Pushes a runnable task; returns `true` if its queue just became
-    /// non-empty and awaits placement.
-    #[inline(always)]
-    pub(crate) fn push(&mut self, q: usize, task: TaskId, group: GroupId) -> bool {
-        let qs = &mut self.list[q];
-        qs.sched.push(task, group);
-        if qs.activation_pending || self.eevdf.ents[q].runnable {
-            return false;
-        }
-        qs.activation_pending = true;
-        self.pending.push(q);
-        true
-    }
-}
-
-impl Queues {
-    /// The last task of `group` ended: a task's own group concerns its
-    /// queue's scheduler only; a keyed group may have had tasks on every
-    /// queue, so every scheduler is told.
-    pub(crate) fn group_ended(&mut self, queue: usize, group: GroupId) {
-        if group.is_task_group() {
-            self.list[queue].sched.group_ended(group);
-        } else {
-            for st in &mut self.list {
-                st.sched.group_ended(group);
-            }
-        }
     }
 }
 

@@ -26,7 +26,7 @@ impl RunnableFifo {
     /// Moves the oldest ids, up to `buf.len()`, into `buf` in order and
     /// returns how many. What a run pops next is fixed once pushed (pushes
     /// go behind), so the run loop takes a batch per borrow of the queues
-    /// instead of one id.
+    /// instead of one id (a borrow, a dispatch and a deque pop per poll).
     #[inline]
     pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
         // No early return for 0 (an empty queue at a run's refill): the
@@ -165,8 +165,8 @@ mod tests {
     }
 
     /// A run gives back ids after the deque grew under it (its tasks woke
-    /// others), in front of ids pushed since (a case the `api_ops` fuzz
-    /// target exercises: a ring buffer must not overflow here).
+    /// others), in front of ids pushed since: the order survives the
+    /// growth (a case the `api_ops` fuzz target reaches).
     #[test]
     fn put_front_after_growth_keeps_order() {
         let mut f = RunnableFifo::new();

@@ -23,8 +23,9 @@
 //! read anyway).
 //!
 //! The methods are kept out of line: inlined into the executor's dispatch
-//! on the scheduler kind, they made the dispatch too large to be inlined
-//! into the run loop, which cost the built-in schedulers' paths (callgrind).
+//! on the scheduler kind, they make the dispatch too large to be inlined
+//! into the run loop, which costs the built-in schedulers' paths
+//! (callgrind).
 
 use std::collections::VecDeque;
 use std::rc::Rc;

@@ -19,6 +19,8 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::duration::duration_ns;
+
 /// Ticks-to-nanoseconds conversion, measured once per process.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Calibration {
@@ -56,7 +58,7 @@ fn calibrate() -> Option<Calibration> {
     }
     let (t1, c1) = (Instant::now(), read());
     let ticks = c1.checked_sub(c0).filter(|&t| t > 0)?;
-    let ns = super::clock::duration_ns(t1.duration_since(t0));
+    let ns = duration_ns(t1.duration_since(t0));
     let mult = ((ns as u128) << 32) / ticks as u128;
     Some(Calibration {
         base: c0,

@@ -1,13 +1,16 @@
 #![forbid(unsafe_code)]
-//! `QueueHandle`: spawn into one queue without looking its key up.
+//! `QueueHandle`: spawn into one queue without looking its key up. A
+//! handle only: it describes the spawn and hands it to the spawn path
+//! (`spawning`), and changes shares through `Core`.
 
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
+use super::core::Core;
+use super::spawning::Spawn;
+use super::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError};
-use crate::executor::core::Core;
-use crate::executor::task_builder::TaskBuilder;
 use crate::task::join::JoinHandle;
 
 /// A cheap, clonable handle to one queue of an executor (`!Send`, like the
@@ -27,7 +30,7 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn(self.index, None, future)
+        self.core.spawn_task(Spawn::new(self.index, future))
     }
 
     /// Spawns `future` onto this queue in the group `group` (see
@@ -41,7 +44,8 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn(self.index, Some(group), future)
+        self.core
+            .spawn_task(Spawn::new(self.index, future).in_group(group))
     }
 
     /// A [`TaskBuilder`] to spawn onto this queue with a name or a group.

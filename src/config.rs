@@ -1,0 +1,70 @@
+#![forbid(unsafe_code)]
+//! The defaults and limits of [`Builder`](crate::Builder) and
+//! [`QueueSpec`](crate::QueueSpec).
+//!
+//! Defaults: the base slice of a queue, the polls per turn, the host-yield
+//! interval and the minimum run before a wake-up preemption. Limits: the
+//! largest number of queues of one executor and of shares of one queue
+//! ([`Builder::build`](crate::Builder::build) returns a
+//! [`BuildError`](crate::BuildError) beyond them).
+
+// Inside the crate this module also holds what the executor reads of its
+// configuration: `Config`, the knobs the run loop reads, and the stall
+// detector's callback. The builder validates the options and fills these
+// in; the executor never sees the builder.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::stats::Stall;
+
+pub use crate::queue::{MAX_QUEUES, MAX_SHARES};
+
+/// Default base slice (EEVDF request): 250 us, a third of Linux's base
+/// slice on one CPU (`sysctl_sched_base_slice`, 750 us).
+///
+/// EEVDF keeps a queue's lag within about one request, so the slice is the
+/// error a window of service can find in a queue's share; a shorter slice
+/// costs more queue switches while several queues are busy. The
+/// measurements behind the choice (`benches/fairness.rs`, `compare`) are in
+/// docs/benchmarks.md.
+pub const DEFAULT_BASE_SLICE: Duration = Duration::from_micros(250);
+
+/// Default polls per turn before control goes back to the host: 61, tokio's
+/// `LocalSet::MAX_TASKS_PER_TICK` and `event_interval`.
+pub const DEFAULT_MAX_POLLS: u32 = 61;
+
+/// Default host-yield interval: 200 us.
+///
+/// Nested in a host runtime, the host's timers and I/O are serviced once
+/// per turn, so while long polls keep the executor busy, a task waiting on
+/// a host timer waits for the next turn. A shorter interval shortens those
+/// waits and costs throughput (more turns); `benches/priority.rs` and
+/// `benches/host_interval.rs` measure both (docs/benchmarks.md).
+pub const DEFAULT_HOST_YIELD_INTERVAL: Duration = Duration::from_micros(200);
+
+/// Default minimum run before a waking queue may preempt: 100 us,
+/// clockworker's `min_slice` (capped by the running queue's slice).
+pub const DEFAULT_MIN_RUN: Duration = Duration::from_micros(100);
+
+/// Knobs the run loop reads; set through [`Builder`](crate::Builder).
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) max_polls: u32,
+    pub(crate) host_yield_interval_ns: u64,
+    pub(crate) preemption: bool,
+    pub(crate) min_run_ns: u64,
+    pub(crate) general_pick: bool,
+    /// Read the clock after every poll (a `ManualClock`, or
+    /// [`BuilderExt::read_clock_every_poll`](crate::testing::BuilderExt::read_clock_every_poll)).
+    pub(crate) cheap_clock: bool,
+    /// Record wake-to-first-poll histograms.
+    pub(crate) latency: bool,
+    /// Stall threshold, ns (`u64::MAX`: no detector).
+    pub(crate) stall_ns: u64,
+    /// One clock read per poll for every queue (latency or stalls on).
+    pub(crate) per_poll_timing: bool,
+}
+
+/// The stall detector's callback.
+pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;

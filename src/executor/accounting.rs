@@ -1,0 +1,123 @@
+#![forbid(unsafe_code)]
+//! Clock accounting of the run in progress: a **checkpoint** reads the
+//! clock, charges the time since the previous checkpoint to the running
+//! queue (R1), renews its deadline when its request is used (R4), updates
+//! the queue's poll-cost estimate and checks the host-yield interval; then
+//! it sets the countdown to the next checkpoint and whether the run stops.
+//! It happens at every run end, and inside a run:
+//! * after every poll when the clock is cheap (`Clock::is_cheap`, e.g. the
+//!   virtual clock of tests): runs then end exactly at the first poll
+//!   boundary after the slice (R8);
+//! * otherwise after as many polls as the running estimate of the queue's
+//!   poll cost says fit in what is left of the slice and of the host
+//!   interval (after one poll while the queue has no estimate, or an
+//!   estimate of 0): an `Instant::now()` (25 to 70 ns on the machines
+//!   measured) per poll would cost more than the poll itself.
+//!
+//! It owns the clock-derived fields of [`RunState`](super::run_state::RunState)
+//! (checkpoints, turn budget, the stop flag); which queue runs and when a
+//! run starts or ends are the run loop's.
+
+use super::core::Core;
+
+impl Core {
+    /// Reads the clock and charges the time since the last checkpoint to
+    /// queue `q` (R1, R4), then sets the countdown to the next one and
+    /// whether the run stops here.
+    pub(crate) fn checkpoint(&self, q: usize) {
+        self.charge_now(q);
+        self.reset_countdown(q);
+        self.update_stop();
+    }
+
+    /// The charge of [`checkpoint`](Self::checkpoint), without the
+    /// countdown and the stop flag, which the caller must set.
+    pub(super) fn charge_now(&self, q: usize) {
+        let now = self.now_ns();
+        let r = &self.run;
+        let delta = now.saturating_sub(r.clock.last_ns.get());
+        r.clock.last_ns.set(now);
+        let polls = r.clock.countdown_set.get() - r.clock.countdown.get();
+        r.turn
+            .polls_left
+            .set(r.turn.polls_left.get().saturating_sub(polls));
+        self.counters
+            .polls
+            .set(self.counters.polls.get() + u64::from(polls));
+        {
+            let mut qs = self.queues.borrow_mut();
+            if qs.eevdf.charge(q, delta) {
+                r.end.slice_over.set(true);
+                r.end.renewed.set(true);
+            } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
+                // Alone, a used request does not end the run (R5 would pick
+                // the queue again) and R4 renewed it: once another queue
+                // is placed, the run ends when the request in force is
+                // used (R8b), not at once.
+                r.end.slice_over.set(false);
+            }
+            qs.list[q].record_service(delta, polls);
+        }
+        if now.saturating_sub(r.turn.start_ns.get()) >= r.turn.host_interval_ns.get() {
+            r.turn.over.set(true);
+        }
+        if r.end.preempt_at.get().is_some_and(|at| now >= at) {
+            r.end.preempt.set(true);
+        }
+    }
+
+    /// Whether the run in progress must end at this poll boundary.
+    pub(crate) fn update_stop(&self) {
+        let r = &self.run;
+        r.end.stop.set(
+            r.turn.polls_left.get() == 0
+                || r.turn.over.get()
+                || r.end.preempt.get()
+                || r.end.requested.get()
+                || (r.end.slice_over.get() && self.contended()),
+        );
+    }
+
+    /// Whether more than one queue competes (or the general pick is forced):
+    /// only then does a used-up slice end a run.
+    pub(super) fn contended(&self) -> bool {
+        self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1
+    }
+
+    /// Sets the countdown to the next checkpoint; only right after a
+    /// checkpoint (or at a run's start), when no poll is uncharged.
+    pub(crate) fn reset_countdown(&self, q: usize) {
+        let n = self.countdown(q);
+        self.run.clock.countdown.set(n);
+        self.run.clock.countdown_set.set(n);
+    }
+
+    /// Polls that fit before the next needed checkpoint (amortised mode).
+    fn countdown(&self, q: usize) -> u32 {
+        let r = &self.run;
+        if r.turn.polls_left.get() <= 1 {
+            // The turn's last poll (or past it): nothing to divide. At the
+            // end of every full turn (callgrind).
+            return 1;
+        }
+        let qs = self.queues.borrow();
+        let elapsed = r.clock.last_ns.get().saturating_sub(r.turn.start_ns.get());
+        let mut left = r.turn.host_interval_ns.get().saturating_sub(elapsed);
+        if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
+            left = left.min(qs.eevdf.slice_left_ns(q));
+        }
+        if let Some(at) = r.end.preempt_at.get() {
+            left = left.min(at.saturating_sub(r.clock.last_ns.get()));
+        }
+        let cost = qs.list[q].poll_cost_ns;
+        if cost == 0 {
+            // No cost known: no poll of this queue measured yet, or its
+            // polls took no time the clock could see. Check after the next
+            // poll, whatever it costs: counted as 1 ns, `max_polls` polls of
+            // unknown length could run far beyond the slice and the host
+            // interval (61 ms for polls of 1 ms).
+            return 1;
+        }
+        (left / cost).clamp(1, r.turn.polls_left.get().max(1) as u64) as u32
+    }
+}

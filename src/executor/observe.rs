@@ -1,0 +1,136 @@
+#![forbid(unsafe_code)]
+//! Observation of the run: what the stall detector and the latency
+//! histograms read around a poll ([`Observed`], out of line: only runs with
+//! per-poll timing come here), the stall report, and the `tracing` spans of
+//! runs and polls (`Traced`, with the `tracing` feature). It observes and
+//! counts; it decides nothing about the run.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::core::Core;
+use crate::boundary;
+use crate::stats::Stall;
+use crate::task::id::TaskId;
+
+/// What [`Core::observe_before`] read before a poll.
+pub(crate) struct Observed {
+    ready_ns: Option<u64>,
+    name: Option<Rc<str>>,
+}
+
+/// A `tracing` span entered for a run or a poll: the subscriber's code
+/// that enters and leaves it is user code, behind the panic boundary.
+#[cfg(feature = "tracing")]
+pub(crate) struct Traced<'a> {
+    span: Option<tracing::span::EnteredSpan>,
+    sink: &'a crate::boundary::PanicSink,
+}
+
+#[cfg(feature = "tracing")]
+impl<'a> Traced<'a> {
+    pub(crate) fn enter(
+        sink: &'a crate::boundary::PanicSink,
+        f: impl FnOnce() -> tracing::span::EnteredSpan,
+    ) -> Self {
+        Self {
+            span: sink.check(boundary::call(f)),
+            sink,
+        }
+    }
+}
+
+#[cfg(feature = "tracing")]
+impl Drop for Traced<'_> {
+    fn drop(&mut self) {
+        if let Some(span) = self.span.take() {
+            self.sink.check(boundary::call(move || drop(span)));
+        }
+    }
+}
+
+impl Core {
+    /// The `tracing` span of a run of queue `q`.
+    #[cfg(feature = "tracing")]
+    pub(super) fn run_span(&self, q: usize) -> Traced<'_> {
+        let name = self.queues.borrow().list[q].name.clone();
+        Traced::enter(&self.panics, || {
+            tracing::debug_span!("run", queue = %name, index = q).entered()
+        })
+    }
+
+    /// The `tracing` span of a poll of task `id` of queue `q`.
+    #[cfg(feature = "tracing")]
+    pub(super) fn poll_span(&self, q: usize, id: TaskId) -> Traced<'_> {
+        Traced::enter(&self.panics, || {
+            tracing::trace_span!("poll", queue = q, task = %id).entered()
+        })
+    }
+
+    /// What the observability needs from before a poll (histograms, stall
+    /// detector): when the task became runnable, and its name.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn observe_before(&self, id: TaskId) -> Observed {
+        let tasks = self.tasks.borrow();
+        Observed {
+            ready_ns: if self.cfg.latency {
+                tasks.ready_ns(id)
+            } else {
+                None
+            },
+            name: if self.cfg.stall_ns != u64::MAX {
+                tasks.name(id)
+            } else {
+                None
+            },
+        }
+    }
+
+    /// After a poll that started at `start_ns` and took `elapsed_ns`:
+    /// records its wake-to-first-poll delay and reports a stall.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn observe_after(
+        &self,
+        q: usize,
+        id: TaskId,
+        before: Observed,
+        start_ns: u64,
+        elapsed_ns: u64,
+    ) {
+        if let Some(ready) = before.ready_ns {
+            self.queues.borrow_mut().list[q]
+                .counters
+                .wake_latency
+                .record_ns(start_ns.saturating_sub(ready));
+        }
+        if elapsed_ns >= self.cfg.stall_ns {
+            self.report_stall(q, id, before.name, elapsed_ns);
+        }
+    }
+
+    /// A poll ran at least the stall threshold: count it and tell the
+    /// callback (no borrow held; a panic of the callback is discarded).
+    #[cold]
+    fn report_stall(&self, q: usize, id: TaskId, name: Option<Rc<str>>, ns: u64) {
+        let queue = {
+            let mut qs = self.queues.borrow_mut();
+            qs.list[q].counters.stalls += 1;
+            qs.list[q].name.clone()
+        };
+        // A clone of the callback, called with no borrow held: it may drop
+        // the executor, which drops the callback.
+        let report = self.stall_report.borrow().clone();
+        if let Some(report) = report {
+            let stall = Stall {
+                queue,
+                queue_index: q,
+                task: id,
+                name: name.map(|n| n.to_string()),
+                duration: Duration::from_nanos(ns),
+            };
+            self.panics.check(boundary::call(|| report(&stall)));
+        }
+    }
+}

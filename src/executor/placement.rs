@@ -1,0 +1,129 @@
+#![forbid(unsafe_code)]
+//! Work at a poll boundary (between two polls of a run, or between runs):
+//! foreign wakes and ops from the inbox, aborts, the placement of queues
+//! that became runnable (EEVDF R6) and the wake-up preemption decision
+//! (R9). It may end the run in progress (through the stop flag); it never
+//! polls.
+
+use super::core::Core;
+use super::core::RemoteOp;
+use super::queues::Queues;
+use crate::boundary;
+use crate::task::harness::cancel_idle;
+
+impl Core {
+    /// Work at a poll boundary: foreign wakes, aborts, placement of queues
+    /// that became runnable, and the wake-up preemption decision (R9).
+    pub(crate) fn boundary(&self) {
+        self.attention.set(false);
+        if self.remote.has_pending() {
+            let (mut ids, mut ops) = (Vec::new(), Vec::new());
+            self.remote.drain_into(&mut ids, &mut ops);
+            for id in ids {
+                self.tasks.borrow().clear_remote_notified(id);
+                self.wake_local(id);
+            }
+            for op in ops {
+                match op {
+                    // The op may drop a future (aborted before it started),
+                    // or a task's spawn may wake a host: user code.
+                    RemoteOp::Spawn(spawn) => {
+                        self.panics.check(boundary::call(|| spawn(self)));
+                    }
+                    RemoteOp::Abort(id) => self.abort(id),
+                }
+            }
+        }
+        if !self.aborts.borrow().is_empty() {
+            let ids = std::mem::take(&mut *self.aborts.borrow_mut());
+            for id in ids {
+                if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
+                    // A panic of the destructor is the task's, reported to
+                    // its join handle.
+                    self.finish(id, done, None, false);
+                }
+            }
+        }
+        self.place_activations();
+    }
+
+    /// Places the queues that became runnable and decides preemption.
+    pub(crate) fn place_activations(&self) {
+        if self.queues.borrow().pending.is_empty() {
+            return;
+        }
+        let r = &self.run;
+        let cur = r.current.queue.get();
+        if let Some(c) = cur {
+            // Charge the running queue first so that V is current (the
+            // countdown and the stop flag are set below, once placed);
+            // unless the last checkpoint was at this boundary (no poll
+            // since), whose `slice_over` must stay as it is.
+            if r.clock.countdown_set.get() != r.clock.countdown.get() {
+                self.charge_now(c);
+            }
+        }
+        let mut qs = self.queues.borrow_mut();
+        let mut pending = std::mem::take(&mut qs.pending);
+        for &j in &pending {
+            qs.list[j].activation_pending = false;
+            if qs.list[j].sched.is_empty() || qs.eevdf.ents[j].runnable {
+                continue;
+            }
+            qs.eevdf.place(j);
+            if let (Some(c), true) = (cur, self.cfg.preemption) {
+                if c != j && qs.eevdf.would_preempt(c, j) {
+                    self.preempt_by(&qs, c, j);
+                }
+            }
+            // Between runs (a wake from the host between two turns): the
+            // queue that ran last would continue under RUN_TO_PARITY; a
+            // waking queue that would preempt it takes the pick instead.
+            if let (None, Some(p), true) = (cur, r.current.prev.get(), self.cfg.preemption) {
+                if p != j && qs.eevdf.would_preempt(p, j) {
+                    r.current.prev.set(None);
+                }
+            }
+        }
+        pending.clear();
+        if qs.pending.is_empty() {
+            qs.pending = pending;
+        }
+        drop(qs);
+        if let Some(c) = cur {
+            // Amortised clock reads: the next checkpoint comes when what is
+            // left of the running queue's request is used, now that it
+            // contends (a lone queue's countdown only looked at the host
+            // interval), or when min_run is over. The checkpoint above
+            // charged every poll so far.
+            self.reset_countdown(c);
+            // A placed queue may contend with a used-up slice, or preempt.
+            self.update_stop();
+        }
+    }
+
+    /// The placed queue `j` would preempt the running queue `c` (R9): at
+    /// once if the run has lasted `min_run` (capped by `c`'s request) or
+    /// `j`'s request is shorter; else once it has (E4's bound
+    /// `min_run + p`): protected for now, not vetoed.
+    #[inline(always)]
+    fn preempt_by(&self, qs: &Queues, c: usize, j: usize) {
+        let r = &self.run;
+        let (rc, rj) = (qs.eevdf.ents[c].request_ns, qs.eevdf.ents[j].request_ns);
+        let ran = r
+            .clock
+            .last_ns
+            .get()
+            .saturating_sub(r.current.start_ns.get());
+        let min_run = self.cfg.min_run_ns.min(rc);
+        if ran >= min_run || rj < rc {
+            r.end.preempt.set(true);
+        } else if r.end.preempt_at.get().is_none() {
+            // Saturated: near the end of the clock's range the preemption
+            // is due at its last instant.
+            r.end
+                .preempt_at
+                .set(Some(r.current.start_ns.get().saturating_add(min_run)));
+        }
+    }
+}

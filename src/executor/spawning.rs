@@ -1,0 +1,143 @@
+#![forbid(unsafe_code)]
+//! The spawn path, implemented once. Every local entry point (`Executor`,
+//! `Spawner`, `QueueHandle`, `TaskBuilder`, the free `spawn` and
+//! `try_spawn`) describes its task as a [`Spawn`] and hands it to
+//! [`Core::spawn_task`], which returns a local join handle; the op a
+//! `RemoteSpawner` sends runs [`Core::spawn_detached`] on the executor's
+//! thread, and attaches its own delivery. Both store the task and queue it
+//! in one step ([`Core::insert_and_queue`]).
+//!
+//! It owns the creation of tasks; it does not look queue keys up (the
+//! handles do), and it runs nothing: a new task waits for the run loop.
+
+use std::future::Future;
+use std::rc::Rc;
+
+use super::core::{Core, Remote};
+use crate::error::SpawnError;
+use crate::task::id::{GroupId, TaskId};
+use crate::task::join::JoinHandle;
+use crate::task::slab::{OutputId, TaskSlab};
+
+/// A task to spawn: the queue it goes to (an index), its keyed group (a
+/// group of its own if `None`), its name (for stall reports) and its
+/// future.
+#[must_use = "a `Spawn` spawns nothing until `Core::spawn_task` or `Core::spawn_detached` takes it"]
+pub(crate) struct Spawn<F> {
+    pub(crate) queue: usize,
+    pub(crate) group: Option<u64>,
+    pub(crate) name: Option<Rc<str>>,
+    pub(crate) future: F,
+}
+
+impl<F> Spawn<F> {
+    /// `future` onto queue `queue`, unnamed, a group of its own.
+    #[inline(always)]
+    pub(crate) fn new(queue: usize, future: F) -> Self {
+        Self {
+            queue,
+            group: None,
+            name: None,
+            future,
+        }
+    }
+
+    /// `future` onto the queue of the task `core` is running (the first
+    /// declared queue from the main future of `block_on` / `run_until`).
+    #[inline(always)]
+    pub(crate) fn here(core: &Core, future: F) -> Self {
+        Self::new(core.run.current.queue.get().unwrap_or(0), future)
+    }
+
+    /// The same task in the keyed group `group`.
+    #[inline(always)]
+    pub(crate) fn in_group(self, group: u64) -> Self {
+        Self {
+            group: Some(group),
+            ..self
+        }
+    }
+}
+
+impl Core {
+    /// Spawns `spawn` with a local join handle: where every local spawn
+    /// entry point ends.
+    pub(crate) fn spawn_task<F>(&self, spawn: Spawn<F>) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let Spawn {
+            queue,
+            group,
+            name,
+            future,
+        } = spawn;
+        self.insert_and_queue(queue, group, name, |tasks, group| {
+            let (cell, group) = tasks.insert_joined(future, queue, group);
+            let id = cell.id();
+            (JoinHandle::new(cell), id, group)
+        })
+    }
+
+    /// Spawns `spawn` without a join handle (the remote path, on the
+    /// executor's thread): the caller attaches its remote delivery to the
+    /// returned output id.
+    pub(crate) fn spawn_detached<F>(
+        &self,
+        spawn: Spawn<F>,
+    ) -> Result<OutputId<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let Spawn {
+            queue,
+            group,
+            name,
+            future,
+        } = spawn;
+        self.insert_and_queue(queue, group, name, |tasks, group| {
+            let (oid, group) = tasks.insert(future, queue, group);
+            (oid, oid.id(), group)
+        })
+    }
+
+    /// Stores a new task with `insert` (which returns what the caller gets,
+    /// the task's id and its group) and queues it on queue `q`; refused
+    /// once the executor shut down.
+    #[inline(always)]
+    fn insert_and_queue<R>(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        insert: impl FnOnce(&mut TaskSlab<Remote>, Option<GroupId>) -> (R, TaskId, GroupId),
+    ) -> Result<R, SpawnError> {
+        if self.shutdown.get() {
+            return Err(SpawnError::Shutdown);
+        }
+        let group = group.map(|key| self.groups.borrow_mut().join(key));
+        let (spawned, id, group) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let (spawned, id, group) = insert(&mut tasks, group);
+            if let Some(name) = name {
+                tasks.set_name(id, name);
+            }
+            if self.cfg.latency {
+                tasks.set_ready(id, self.now_ns());
+            }
+            (spawned, id, group)
+        };
+        let activated = {
+            let mut qs = self.queues.borrow_mut();
+            self.flush_tail(&mut qs);
+            qs.list[q].counters.spawned += 1;
+            qs.push(q, id, group)
+        };
+        if activated {
+            self.on_activation();
+        }
+        Ok(spawned)
+    }
+}
