@@ -12,15 +12,15 @@ use std::time::Duration;
 use crate::boundary::PanicSink;
 use crate::clock::{duration_ns, Clock, ManualClock, SystemClock};
 use crate::config::{
-    Config, StallReport, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
-    DEFAULT_MIN_RUN,
+    Config, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS, DEFAULT_MIN_RUN,
+    MAX_QUEUES, MAX_SHARES,
 };
 use crate::error::BuildError;
 use crate::executor::core::Core;
 use crate::executor::queues::Queues;
 use crate::executor::Executor;
-use crate::queue::{KeyMap, QueueKey, QueueSpec, MAX_QUEUES, MAX_SHARES};
-use crate::stats::Stall;
+use crate::queue::{KeyMap, QueueKey, QueueSpec};
+use crate::stats::{Stall, StallReport};
 
 /// What happens when a task, or other user code the executor calls,
 /// panics.

@@ -9,16 +9,19 @@
 //! [`BuildError`](crate::BuildError) beyond them).
 
 // Inside the crate this module also holds what the executor reads of its
-// configuration: `Config`, the knobs the run loop reads, and the stall
-// detector's callback. The builder validates the options and fills these
+// configuration: `Config`, the knobs the run loop reads. The builder validates the options and fills these
 // in; the executor never sees the builder.
 
-use std::rc::Rc;
 use std::time::Duration;
 
-use crate::stats::Stall;
+/// The largest number of shares of one queue. Shares are relative: what
+/// matters is `shares(i) / sum(shares(j))` over the queues that have
+/// runnable tasks.
+pub const MAX_SHARES: u32 = 10_000;
 
-pub use crate::queue::{MAX_QUEUES, MAX_SHARES};
+/// The largest number of queues of one executor. Picking a queue scans the
+/// runnable ones (exact and cheap at this size).
+pub const MAX_QUEUES: usize = 256;
 
 /// Default base slice (EEVDF request): 250 us, a third of Linux's base
 /// slice on one CPU (`sysctl_sched_base_slice`, 750 us).
@@ -65,6 +68,3 @@ pub(crate) struct Config {
     /// One clock read per poll for every queue (latency or stalls on).
     pub(crate) per_poll_timing: bool,
 }
-
-/// The stall detector's callback.
-pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;

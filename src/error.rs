@@ -1,13 +1,11 @@
 #![forbid(unsafe_code)]
 //! Typed errors: configuration ([`BuildError`]), key lookups
 //! ([`UnknownQueue`]), spawning ([`SpawnError`]), reweighting
-//! ([`SharesError`]) and task results ([`JoinError`]).
+//! ([`SharesError`]). A task's failure, [`JoinError`](crate::JoinError), is
+//! the task core's (`task/join_error.rs`).
 
-use std::any::Any;
 use std::error::Error;
 use std::fmt;
-
-use crate::task::TaskId;
 
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,142 +216,3 @@ impl From<UnknownQueue> for SharesError {
         SharesError::UnknownQueue(e)
     }
 }
-
-/// A task did not produce its output: it was cancelled or it panicked.
-///
-/// Returned by awaiting a [`JoinHandle`](crate::JoinHandle).
-///
-/// # Tokio's "no reactor" panic
-///
-/// A task that uses a tokio timer or socket (or `tokio::spawn`) where no
-/// tokio runtime is entered, such as under [`Executor::block_on`], which has
-/// no reactor, panics in tokio with "there is no reactor running, must be
-/// called from the context of a Tokio 1.x runtime". When a task's panic
-/// message contains tokio's "no reactor running" or "must be called from
-/// the context of a Tokio", its payload here is replaced by a `String` that
-/// starts with `tourbillon:`, says to run the executor inside a tokio
-/// runtime with `rt.block_on(ex.run_until(fut))`, and ends with tokio's own
-/// message. Every other payload is the task's own, unchanged. (With
-/// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate) the panic that
-/// resumes out of `block_on` / `run_until` carries tokio's payload as it
-/// is.)
-///
-/// [`Executor::block_on`]: crate::Executor::block_on
-pub struct JoinError {
-    id: TaskId,
-    repr: Repr,
-}
-
-enum Repr {
-    Cancelled,
-    Panic(Box<dyn Any + Send + 'static>),
-}
-
-impl JoinError {
-    pub(crate) fn cancelled(id: TaskId) -> Self {
-        Self {
-            id,
-            repr: Repr::Cancelled,
-        }
-    }
-
-    pub(crate) fn panic(id: TaskId, payload: Box<dyn Any + Send>) -> Self {
-        Self {
-            id,
-            repr: Repr::Panic(explain_missing_reactor(payload)),
-        }
-    }
-
-    /// The task was aborted, or dropped when its executor shut down.
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self.repr, Repr::Cancelled)
-    }
-
-    /// The task panicked (with [`PanicPolicy::Catch`](crate::PanicPolicy::Catch)).
-    pub fn is_panic(&self) -> bool {
-        matches!(self.repr, Repr::Panic(_))
-    }
-
-    /// The id of the task.
-    pub fn id(&self) -> TaskId {
-        self.id
-    }
-
-    /// The panic payload.
-    ///
-    /// # Panics
-    /// If the error is not a panic (see [`JoinError::is_panic`]).
-    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
-        self.try_into_panic()
-            .expect("`JoinError` reason is not a panic.")
-    }
-
-    /// The panic payload, or the error itself if the task was cancelled.
-    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
-        match self.repr {
-            Repr::Panic(p) => Ok(p),
-            Repr::Cancelled => Err(self),
-        }
-    }
-}
-
-/// Parts of tokio's panic message when a timer, socket or spawn is used
-/// where no tokio runtime is entered ("there is no reactor running, must be
-/// called from the context of a Tokio 1.x runtime"); either one is enough.
-const TOKIO_NO_REACTOR: [&str; 2] = [
-    "no reactor running",
-    "must be called from the context of a Tokio",
-];
-
-/// What [`explain_missing_reactor`] puts before tokio's message.
-const NO_REACTOR_HINT: &str = "tourbillon: the task used a tokio timer or socket where no tokio \
-runtime is entered; Executor::block_on has no reactor: run the executor inside a tokio runtime \
-with `rt.block_on(ex.run_until(fut))` so that tokio timers and sockets work in its tasks \
-(async-io's `block_on(ex.run_until(fut))` serves async-io's own timers and sockets, not tokio's)";
-
-/// Replaces tokio's "no reactor" panic payload by a `String` that says
-/// which host to use (see [`JoinError`]); any other payload is returned as
-/// it is.
-#[cold]
-fn explain_missing_reactor(payload: Box<dyn Any + Send>) -> Box<dyn Any + Send> {
-    match panic_message(payload.as_ref()) {
-        Some(m)
-            if !m.starts_with("tourbillon:") && TOKIO_NO_REACTOR.iter().any(|s| m.contains(s)) =>
-        {
-            Box::new(format!("{NO_REACTOR_HINT}. tokio's panic: {m}"))
-        }
-        _ => payload,
-    }
-}
-
-fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-}
-
-impl fmt::Display for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
-            Repr::Cancelled => write!(f, "task {} was cancelled", self.id),
-            Repr::Panic(p) => match panic_message(p.as_ref()) {
-                Some(m) => write!(f, "task {} panicked with message {m:?}", self.id),
-                None => write!(f, "task {} panicked", self.id),
-            },
-        }
-    }
-}
-
-impl fmt::Debug for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
-            Repr::Cancelled => write!(f, "JoinError::Cancelled({:?})", self.id),
-            Repr::Panic(p) => match panic_message(p.as_ref()) {
-                Some(m) => write!(f, "JoinError::Panic({:?}, {m:?}, ...)", self.id),
-                None => write!(f, "JoinError::Panic({:?}, ...)", self.id),
-            },
-        }
-    }
-}
-
-impl Error for JoinError {}

@@ -9,9 +9,10 @@ use std::task::{Context, Poll, Waker};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use crate::error::{JoinError, SpawnError};
+use crate::error::SpawnError;
 use crate::executor::queue_handle::QueueHandle;
 use crate::task::join::{AbortHandle, JoinHandle};
+use crate::task::join_error::JoinError;
 
 /// A collection of tasks of one output type, awaited in the order they
 /// finish, as tokio's `JoinSet`.
@@ -117,7 +118,7 @@ impl<T: 'static> JoinSet<T> {
     where
         F: Future<Output = T> + 'static,
     {
-        self.insert(crate::spawn(future))
+        self.insert(crate::executor::spawn(future))
     }
 
     /// Spawns `future` onto the queue of `queue` and adds it to the set;

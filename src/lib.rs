@@ -24,7 +24,7 @@ pub mod testing;
 mod yield_now;
 
 pub use builder::{Builder, PanicPolicy};
-pub use error::{BuildError, JoinError, SharesError, SpawnError, UnknownQueue};
+pub use error::{BuildError, SharesError, SpawnError, UnknownQueue};
 pub use executor::drive::RunUntil;
 pub use executor::queue_handle::QueueHandle;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
@@ -33,6 +33,7 @@ pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join_set::JoinSet;
 pub use queue::{QueueKey, QueueSpec};
 pub use task_impl::join::{AbortHandle, JoinHandle};
+pub use task_impl::join_error::JoinError;
 pub use yield_now::yield_now;
 
 pub mod task {

@@ -15,6 +15,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::rc::Rc;
+
 use crate::task::id::TaskId;
 
 /// Counters of one queue, updated by the run loop (not sampled: exact).
@@ -312,6 +314,9 @@ impl fmt::Debug for LatencyHistogram {
             .finish()
     }
 }
+
+/// The stall detector's callback ([`Builder::stall_detector`](crate::Builder::stall_detector)).
+pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;
 
 #[cfg(test)]
 mod tests {

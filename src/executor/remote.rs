@@ -32,10 +32,11 @@ use super::core::Core;
 use super::core::{Remote, RemoteOp};
 use super::spawning::Spawn;
 use crate::boundary;
-use crate::error::{JoinError, SpawnError, UnknownQueue};
+use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
 use crate::sync::{Mutex, MutexGuard};
 use crate::task::id::TaskId;
+use crate::task::join_error::JoinError;
 
 /// The id reported by a [`JoinError`] of a remote task that was never
 /// spawned (aborted, or the executor shut down, before it took the task).

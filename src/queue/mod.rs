@@ -19,15 +19,6 @@ use crate::sched::{QueueScheduler, RunnableFifo, Scheduler};
 pub trait QueueKey: Copy + Eq + Hash + Debug + 'static {}
 impl<T: Copy + Eq + Hash + Debug + 'static> QueueKey for T {}
 
-/// The largest number of shares of one queue. Shares are relative: what
-/// matters is `shares(i) / sum(shares(j))` over the queues that have
-/// runnable tasks.
-pub const MAX_SHARES: u32 = 10_000;
-
-/// The largest number of queues of one executor. Picking a queue scans the
-/// runnable ones (exact and cheap at this size).
-pub const MAX_QUEUES: usize = 256;
-
 /// How a queue is declared: its shares, its scheduler, its slice.
 ///
 /// ```
@@ -48,7 +39,7 @@ pub struct QueueSpec {
 }
 
 impl QueueSpec {
-    /// A queue with `shares` (1 to [`MAX_SHARES`]) and a [`RunnableFifo`].
+    /// A queue with `shares` (1 to [`MAX_SHARES`](crate::config::MAX_SHARES)) and a [`RunnableFifo`].
     ///
     /// When several queues have runnable tasks, queue `i` receives about
     /// `shares(i) / sum(shares)` of the thread; an idle queue costs nothing

@@ -7,8 +7,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::error::JoinError;
 use crate::task::id::TaskId;
+use crate::task::join_error::JoinError;
 use crate::task::raw::{AbortRef, JoinCell};
 
 /// An owned permission to await a task's output, as in tokio.

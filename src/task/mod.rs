@@ -93,6 +93,7 @@ pub(crate) mod group;
 pub(crate) mod harness;
 pub(crate) mod id;
 pub(crate) mod join;
+pub(crate) mod join_error;
 pub(crate) mod raw;
 pub(crate) mod schedule;
 pub(crate) mod slab;

@@ -36,7 +36,7 @@ use super::raw::{Header, JoinCell, OwnedTask, RawTask};
 use super::schedule::Schedule;
 use super::state::{State, TransitionToCancelled, TransitionToScheduled};
 use crate::boundary;
-use crate::error::JoinError;
+use crate::task::join_error::JoinError;
 
 /// One live task, as the executor sees it: the owning pointer to its cell,
 /// whose header holds its id (the generation that ids are checked against:

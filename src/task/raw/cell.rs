@@ -14,47 +14,11 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use super::header::{stage, Header, PollFn, TaskVTable};
+use super::header::{stage, Finish, Header, PollCode, PollFn, TaskVTable};
 use crate::boundary::{self, Payload};
-use crate::error::JoinError;
 use crate::task::cache;
+use crate::task::join_error::JoinError;
 use crate::task::schedule::Schedule;
-
-/// What a poll ended with, when the future is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Finish {
-    /// The future returned `Ready`; the stage holds its output.
-    Output,
-    /// The future panicked; the stage holds the payload.
-    Panicked,
-}
-
-/// What a poll returned: `Pending`, or how the future ended. A byte with
-/// constants rather than a `Poll<Finish>`: the run loop polls through two
-/// call sites ([`RawTask::poll`]) and tests the byte where the two results
-/// meet, which the compiler does not re-check as it does an enum made of
-/// a returned byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PollCode(u8);
-
-impl PollCode {
-    /// The future returned `Pending`.
-    pub(crate) const PENDING: PollCode = PollCode(0);
-    /// The future returned `Ready`; the stage holds its output.
-    const OUTPUT: PollCode = PollCode(1);
-    /// The future panicked; the stage holds the payload.
-    const PANICKED: PollCode = PollCode(2);
-
-    /// How the future ended; not for `PENDING`.
-    pub(crate) fn finish(self) -> Finish {
-        debug_assert_ne!(self, PollCode::PENDING);
-        if self == PollCode::OUTPUT {
-            Finish::Output
-        } else {
-            Finish::Panicked
-        }
-    }
-}
 
 /// The stage's bytes: the future, then how it ended, as the header's stage
 /// tag says. `repr(C)`: every field at offset 0, so the output sits at the

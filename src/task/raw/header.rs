@@ -6,7 +6,6 @@ use std::any::TypeId;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::cell::{Finish, PollCode};
 use crate::boundary::Payload;
 use crate::sync::{fence, AtomicU32};
 use crate::task::id::TaskId;
@@ -205,6 +204,42 @@ impl Header {
     #[inline]
     pub(super) fn set_stage(&self, tag: u8) {
         self.stage.store(tag, Ordering::Relaxed)
+    }
+}
+
+/// What a poll ended with, when the future is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// The future returned `Ready`; the stage holds its output.
+    Output,
+    /// The future panicked; the stage holds the payload.
+    Panicked,
+}
+
+/// What a poll returned: `Pending`, or how the future ended. A byte with
+/// constants rather than a `Poll<Finish>`: the run loop polls through two
+/// call sites (`RawTask::poll`) and tests the byte where the two results
+/// meet, which the compiler does not re-check as it does an enum made of
+/// a returned byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PollCode(u8);
+
+impl PollCode {
+    /// The future returned `Pending`.
+    pub(crate) const PENDING: PollCode = PollCode(0);
+    /// The future returned `Ready`; the stage holds its output.
+    pub(super) const OUTPUT: PollCode = PollCode(1);
+    /// The future panicked; the stage holds the payload.
+    pub(super) const PANICKED: PollCode = PollCode(2);
+
+    /// How the future ended; not for `PENDING`.
+    pub(crate) fn finish(self) -> Finish {
+        debug_assert_ne!(self, PollCode::PENDING);
+        if self == PollCode::OUTPUT {
+            Finish::Output
+        } else {
+            Finish::Panicked
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use std::task::{Poll, Waker};
 use super::cell::{join_waker_ptr, RawTask};
 use super::header::{free, retain, stage, Header, HANDLE, REF_MASK};
 use crate::boundary;
-use crate::error::JoinError;
 use crate::task::id::TaskId;
+use crate::task::join_error::JoinError;
 use crate::task::state::State;
 
 /// The join handle's hold on a task cell whose output is `T`: the

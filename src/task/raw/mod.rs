@@ -47,7 +47,7 @@ mod owned;
 
 #[cfg(all(test, tourbillon_loom))]
 pub(crate) use cell::deallocs;
-pub(crate) use cell::{Finish, PollCode, RawTask};
-pub(crate) use header::{header_ref, release, retain, Header};
+pub(crate) use cell::RawTask;
+pub(crate) use header::{header_ref, release, retain, Finish, Header, PollCode};
 pub(crate) use join_cell::{AbortRef, JoinCell};
 pub(crate) use owned::OwnedTask;
