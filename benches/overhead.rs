@@ -9,7 +9,7 @@
 //! A round is not independent of the one before it: after tokio's round
 //! glibc has handed much of the freed heap back to the kernel, and the
 //! next round (tourbillon's one queue) pays a page fault for each page it
-//! touches afresh (PROFILING.md, findings 7 and 14). The last column gives
+//! touches afresh (PROFILING.md, "Why timings move"). The last column gives
 //! the median of each system's minor page faults per round (the whole
 //! round: runtime built, run and dropped).
 //! * `tokio LocalSet`: tokio `current_thread` runtime + `LocalSet`,

@@ -32,7 +32,7 @@
 //! tasks, as the tourbillon workload here), R rounds (default 1) of `N`
 //! tasks (default 50,000), for counting what tokio's rounds cost
 //! (`--toggle-collect=overhead_profile::workload_tokio`; PROFILING.md,
-//! finding 17).
+//! "Why timings move").
 
 use std::hint::black_box;
 

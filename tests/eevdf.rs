@@ -613,9 +613,9 @@ fn sleeper_credit(d: u64, window: u64, cheap: bool) -> (u64, Vec<PollRec>) {
 // after the wake, shifted to it, are asserted identical for D = 1 ms, 1 s
 // and 100 s. The credit is kept, not dropped: A does get ahead of half.
 // On the exact clock and in the amortised mode ([`NotCheap`]), where A's
-// first poll, which takes no time, left its poll cost unknown (until the
-// ninth session it then counted as 1 ns, and A's first run after its wake
-// went on for 61 polls: 4.9 ms of a 5 ms window).
+// first poll, which takes no time, leaves its poll cost unknown: counted as
+// 1 ns it would let A's first run after its wake go on for 61 polls (4.9 ms
+// of a 5 ms window), which this test rules out.
 #[test]
 fn e5_no_sleep_credit_beyond_the_clamp() {
     for cheap in [true, false] {
