@@ -100,7 +100,16 @@ impl<'a> Held<'a> {
         // than the process.
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
             self.core.flush_tail(&mut qs);
-            qs.list[self.q].sched.put_back(&r.held.batch.0[pos..len]);
+            let ids = &r.held.batch.0[pos..len];
+            match qs.list[self.q].sched.fifo() {
+                Some(fifo) => fifo.put_front(ids),
+                // Any other scheduler hands out one id at a time, which the
+                // run polls before it asks again.
+                None => debug_assert!(
+                    ids.is_empty(),
+                    "tourbillon bug: a batch of a non-FIFO queue"
+                ),
+            }
         }
         r.held.pos.set(len);
     }
@@ -137,7 +146,13 @@ impl Core {
             .queue
             .get()
             .expect("tourbillon bug: requeued tasks outside a run");
-        qs.list[q].sched.append(&tail.ids.0[..n]);
+        let ids = &tail.ids.0[..n];
+        match qs.list[q].sched.fifo() {
+            Some(fifo) => fifo.push_back_all(ids),
+            // The run loop requeues through the tail only on a FIFO queue
+            // (`requeue_fifo`).
+            None => debug_assert!(ids.is_empty(), "tourbillon bug: a tail on a non-FIFO queue"),
+        }
     }
 
     /// Requeues task `id` of the running `RunnableFifo` queue.

@@ -300,22 +300,16 @@ impl QueueScheduler {
             },
         }
     }
-    /// Puts back, in front and in order, ids that
-    /// [`take_next`](Self::take_next) gave and that were not run (only a
-    /// `RunnableFifo` gives more than the one id that is run at once).
-    pub(crate) fn put_back(&mut self, ids: &[Cell<TaskId>]) {
+    /// The queue's `RunnableFifo`, if that is its scheduler: the one whose
+    /// order is fixed at push time, so that the run loop may take ids in
+    /// batches ([`take_next`](Self::take_next)), give back those it did not
+    /// run (`RunnableFifo::put_front`) and requeue in bulk
+    /// (`RunnableFifo::push_back_all`).
+    #[inline(always)]
+    pub(crate) fn fifo(&mut self) -> Option<&mut RunnableFifo> {
         match self {
-            QueueScheduler::Fifo(f) => f.put_front(ids),
-            _ => assert!(ids.is_empty(), "only a RunnableFifo hands out batches"),
-        }
-    }
-    /// Pushes `ids`, in order, to a `RunnableFifo` (the run loop's
-    /// requeued tasks; a FIFO ignores groups).
-    #[inline]
-    pub(crate) fn append(&mut self, ids: &[Cell<TaskId>]) {
-        match self {
-            QueueScheduler::Fifo(f) => f.push_back_all(ids),
-            _ => assert!(ids.is_empty(), "only a RunnableFifo takes a batch"),
+            QueueScheduler::Fifo(f) => Some(f),
+            _ => None,
         }
     }
     pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
