@@ -1,9 +1,9 @@
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 //! The executor layer: the public handles ([`Executor`], [`Spawner`],
 //! `QueueHandle`, `TaskBuilder`, `RemoteSpawner`) and everything that runs
 //! tasks: the run loop, the EEVDF pick, the queues at run time, the
-//! drivers. Below it, and imported one way: the task core (`crate::task`,
-//! the waker, join handles), the schedulers (`crate::sched`), the queue
+//! drivers. Below it, and imported one way: the task core (`crate::task`:
+//! cells, wakers, join and abort handles), the schedulers (`crate::sched`), the queue
 //! declarations (`crate::queue`), the clock (`crate::clock`), the
 //! configuration (`crate::config`) and the statistics. Above it: the
 //! builder, which assembles a `Core`, and the crate's re-exports.
@@ -25,9 +25,11 @@
 //! * the handles: `task_builder`, `queue_handle`, `remote`, and this file
 //!   (`Executor`, `Spawner`, the free `spawn`).
 //!
-//! `inbox` and `context` (the thread-safe inbox and the thread-local
-//! current executor), and `wake_task` and `abort_task` here, are the task
-//! core's glue into the executor.
+//! `inbox` (the thread-safe inbox, a leaf generic over its ops), `wake`
+//! (the executor's implementation of the task core's `Schedule` sink: where
+//! wakes and aborts go) and `context` (the thread-local current executor,
+//! and the `PollScope` the run loop gives the poll harness) are the task
+//! core's ways into the executor.
 //!
 //! The executor does not know any scheduler's internals (it calls a
 //! queue's scheduler through `QueueScheduler`) nor a task's layout (it
