@@ -34,7 +34,7 @@ RULES = [
     ("container growth (Vec, VecDeque, slab reallocation)",
      r"finish_grow|grow_one|grow_amortized|do_reserve|VecDeque<T,A>::grow$|::realloc"),
     ("task cell + poll harness",
-     r"drop_in_place<(alloc::boxed::Box<)?tourbillon::task::raw::Cell"),
+     r"drop_in_place<(alloc::boxed::Box<)?tourbillon::task(_impl)?::raw::(cell::)?Cell"),
     ("join (JoinHandle::poll/drop, JoinCell)",
      r"TypeId::of|raw_waker::wake|MainWaker|(set|take)_join_waker|join_waker_ptr"
      r"|JoinCell"),
@@ -48,18 +48,20 @@ RULES = [
      r"|YieldNow|try_fast_yield|yield_now"),
     ("join (JoinHandle::poll/drop, JoinCell)",
      r"JoinHandle<T> as core::future|JoinHandle<T> as core::ops::drop"
-     r"|drop_in_place<tourbillon::join::JoinHandle|take_result"),
+     r"|drop_in_place<tourbillon::task(_impl)?::join::JoinHandle|take_result"),
     ("scheduler (QueueScheduler, RunnableFifo)",
      r"QueueScheduler|RunnableFifo|Queues::push|VecDeque"),
     ("slab (TaskSlab get/insert/remove, slab crate)",
-     r"TaskSlab::(get|insert|remove)|^slab::|<slab::"),
+     r"TaskSlab(<S>)?::(get|insert|remove)|^slab::|<slab::"),
+    ("waker (task::waker, Header::wake, Schedule::wake, Core::wake_by_header)",
+     r"tourbillon::task(_impl)?::waker::|tourbillon::task(_impl)?::raw::cell::wake$"
+     r"|Header::wake$|Schedule>::wake$|wake_by_header|Core::push_task"),
     ("task cell + poll harness",
-     r"tourbillon::task::|context::(begin|end)_poll|catch_unwind"
-     r"|drop_in_place<tourbillon::task"),
-    ("waker (tourbillon::waker, wake_task)", r"tourbillon::waker|wake_task"),
-    ("spawn path (Executor/Spawner/Core::spawn*)", r"spawn|JoinHandle<T>>::new|KeyMap"),
+     r"tourbillon::task(_impl)?::|catch_unwind|drop_in_place<tourbillon::task"),
+    ("spawn path (QueueHandle::spawn, Core::spawn_task, insert_and_queue)",
+     r"spawn|JoinHandle<T>>::new|KeyMap"),
     ("run loop (run_turn, run_queue, checkpoint, finish, EEVDF, block_on)",
-     r"tourbillon::executor|tourbillon::queue|tourbillon::sched"),
+     r"tourbillon::executor|tourbillon::queue|tourbillon::sched|tourbillon::clock"),
     ("benchmark main future (Vec of handles, range)", r"overhead_profile::workload"),
 ]
 RX = [(name, re.compile(rx)) for name, rx in RULES]
