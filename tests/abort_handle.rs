@@ -117,6 +117,25 @@ fn abort_handle_outlives_its_task_and_its_executor() {
 }
 
 #[test]
+fn abort_handle_made_after_the_executor_is_gone() {
+    // The task completed and its executor was dropped before the abort
+    // handle was made: the handle must not reach the executor's freed
+    // inbox (valgrind's memcheck step runs this test).
+    let ex = executor();
+    let h = ex.spawn("a", async { 3 }).unwrap();
+    ex.run_until_stalled();
+    drop(ex);
+    let abort = h.abort_handle();
+    assert!(abort.is_finished());
+    abort.abort();
+    let a2 = abort.clone();
+    std::thread::spawn(move || a2.abort()).join().unwrap();
+    drop(abort);
+    let out = futures::executor::block_on(h).unwrap();
+    assert_eq!(out, 3);
+}
+
+#[test]
 fn a_task_may_abort_itself_through_its_handle() {
     let ex = executor();
     let (tx, rx) = std::sync::mpsc::channel::<AbortHandle>();

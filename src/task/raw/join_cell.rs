@@ -83,7 +83,15 @@ impl<T: 'static> JoinCell<T> {
         // SAFETY: the handle's bit keeps the cell alive for the call; the
         // new reference is owned by the returned value.
         unsafe { retain(self.ptr) };
-        AbortRef { ptr: self.ptr }
+        AbortRef {
+            ptr: self.ptr,
+            // A live task is still the slab's: when the slab lets go, it
+            // sees this reference and gives the cell a counted reference to
+            // the sink, which then lives as long as this one. A complete
+            // task's slab may have let go without one (the handle needs no
+            // sink), so this reference must never reach it.
+            live: !self.state().is_complete(),
+        }
     }
 
     /// The result, if the task is complete: moved out of the cell (a second
@@ -172,6 +180,9 @@ impl<T> Drop for JoinCell<T> {
 /// load, which on another thread may lag behind the executor's thread).
 pub(crate) struct AbortRef {
     ptr: NonNull<Header>,
+    /// Made while the task was live: the sink is kept alive for this
+    /// reference (see [`JoinCell::abort_ref`]), so aborts may reach it.
+    live: bool,
 }
 
 // SAFETY: an `AbortRef` owns one reference to the cell, like a waker, and
@@ -203,7 +214,9 @@ impl AbortRef {
     /// through the executor's inbox (an ended task, or an executor that is
     /// gone, ignores it).
     pub(crate) fn abort(&self) {
-        self.header().abort();
+        if self.live {
+            self.header().abort();
+        }
     }
 }
 
@@ -212,7 +225,10 @@ impl Clone for AbortRef {
         // SAFETY: `self` owns a reference, so the header is alive; the new
         // reference is owned by the clone.
         unsafe { retain(self.ptr) };
-        AbortRef { ptr: self.ptr }
+        AbortRef {
+            ptr: self.ptr,
+            live: self.live,
+        }
     }
 }
 
