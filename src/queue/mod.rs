@@ -1,7 +1,8 @@
 #![forbid(unsafe_code)]
 //! Task queues as the user declares them: the key type ([`QueueKey`]), a
 //! queue's declaration ([`QueueSpec`]: shares, scheduler, slice, latency),
-//! the limits, and the key -> index map the handles look keys up in.
+//! and the key -> index map the handles look keys up in (the limits are in
+//! [`config`](crate::config)).
 //!
 //! Declarations only: a queue's state at run time is the executor's
 //! (`executor::queues`), and nothing here imports the executor.
