@@ -24,7 +24,10 @@
 //! `LocalExecutor`; futures `LocalPool` (`spawn_local_with_handle`);
 //! clockworker 0.1.1 with `RunnableFifo` and with `LAS` (its executor runs as
 //! a task of a tokio `LocalSet`); glommio 0.9 `LocalExecutor` (reported as
-//! unavailable when it cannot start, e.g. without io_uring).
+//! unavailable when it cannot start, e.g. without io_uring); and the
+//! *floor* (`floor/mod.rs`): the least an executor can do per task (one `Rc`
+//! per task, a `Vec` slab with a free list, a `VecDeque<u32>` run queue, a
+//! waker whose clone and drop do nothing), the yardstick for the others.
 //!
 //! Systems are alternated round by round (A B C ... A B C ...), with a fresh
 //! executor or runtime per round, in one process pinned to CPU 1. After the
@@ -49,6 +52,7 @@
 
 #[path = "../../common/mod.rs"]
 mod common;
+mod floor;
 
 use common::{json_str, median};
 
@@ -445,6 +449,35 @@ fn run_tokio_local(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     Ok(local.block_on(&rt, workload(&TokioLocal, w, sz)))
 }
 
+/// The floor executor (`floor/mod.rs`).
+struct FloorSys(floor::Floor);
+
+impl Sys for FloorSys {
+    type Handle<T: 'static> = floor::JoinHandle<T>;
+
+    fn spawn<F>(&self, _: usize, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0.spawn(f)
+    }
+
+    async fn join<T: 'static>(h: Self::Handle<T>) -> T {
+        h.await
+    }
+
+    fn yield_now() -> impl Future<Output = ()> + Send + 'static {
+        floor::yield_now()
+    }
+}
+
+fn run_floor(w: Workload, sz: &Sizes) -> Result<Sample, String> {
+    let ex = floor::Floor::default();
+    let sys = FloorSys(ex.clone());
+    Ok(ex.block_on(workload(&sys, w, sz)))
+}
+
 /// tokio `current_thread`, `tokio::spawn` (Send futures).
 struct TokioSpawn;
 
@@ -672,6 +705,7 @@ fn systems() -> Vec<System_> {
             Box::new(|w, sz| run_clockworker(CwKind::Las, w, sz)),
         ),
         ("glommio 0.9 LocalExecutor", Box::new(run_glommio)),
+        ("floor (minimal executor)", Box::new(run_floor)),
     ];
     v.into_iter()
         .map(|(name, run)| System_ {
@@ -729,6 +763,45 @@ impl Report<'_> {
     }
 
     /// Ratio of medians to tokio `LocalSet`.
+    /// Ratio of the medians of two systems on workload `wi`.
+    fn ratio_between(&self, a: &str, b: &str, wi: usize) -> Option<f64> {
+        let ia = self.systems.iter().position(|s| s.name == a)?;
+        let ib = self.systems.iter().position(|s| s.name == b)?;
+        Some(self.stat(ia, wi)?.median / self.stat(ib, wi)?.median)
+    }
+
+    /// The ratios the performance targets are stated in: tourbillon's
+    /// single-queue paths against the floor, `Las` against `RunnableFifo`,
+    /// and a queue switch (W4 with ping and pong on different queues)
+    /// against one queue.
+    fn relative_targets(&self) -> Vec<Target> {
+        let (fifo, floor) = ("tourbillon FIFO", "floor (minimal executor)");
+        let rows: [(&'static str, &str, &str, usize, f64); 5] = [
+            ("W3 FIFO / floor", fifo, floor, 2, 1.10),
+            ("W4 FIFO / floor", fifo, floor, 3, 1.10),
+            ("W2 FIFO / floor (ahead of it)", fifo, floor, 1, 1.00),
+            ("W1 Las::new() / FIFO", "tourbillon LAS", fifo, 0, 1.25),
+            (
+                "W4 queue switch / one queue",
+                "tourbillon 4 queues 1:2:3:4",
+                fifo,
+                3,
+                1.15,
+            ),
+        ];
+        rows.iter()
+            .filter_map(|&(name, a, b, wi, limit)| {
+                let r = self.ratio_between(a, b, wi)?;
+                Some(Target {
+                    name,
+                    value: r,
+                    limit,
+                    detail: format!("{r:.3} ({a} / {b}, medians), target <= {limit:.2}"),
+                })
+            })
+            .collect()
+    }
+
     fn ratio(&self, sys: usize, wi: usize) -> Option<f64> {
         let base = self.stat(self.index("tokio LocalSet"), wi)?.median;
         self.stat(sys, wi).map(|s| s.median / base)
@@ -1257,6 +1330,20 @@ fn main() {
             if t.met() { "met" } else { "NOT MET" },
             t.detail
         );
+    }
+
+    let relative = report.relative_targets();
+    if !relative.is_empty() {
+        println!();
+        println!("Relative targets (ratios of medians in this run):");
+        for t in &relative {
+            println!(
+                "  {}: {} - {}",
+                t.name,
+                if t.met() { "met" } else { "NOT MET" },
+                t.detail
+            );
+        }
     }
 
     let wall = wall.elapsed().as_secs_f64();
