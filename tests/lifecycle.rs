@@ -256,6 +256,33 @@ fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
     assert_eq!(ex.run_until_stalled(), 160);
     let expect: Vec<u32> = (0..3).flat_map(|_| 0..40).collect();
     assert_eq!(*order.borrow(), expect);
+
+    // Every runnable task yields, so the queue is empty when a round ends
+    // and the yielded tasks are the next round as they are; a task spawned
+    // during a round runs after the tasks that yielded before it and
+    // before those that yield after it.
+    let order: Rc<RefCell<Vec<&'static str>>> = Rc::default();
+    for name in ["a", "b", "c"] {
+        let o = order.clone();
+        drop(
+            ex.spawn(Q::A, async move {
+                for round in 0..3 {
+                    o.borrow_mut().push(name);
+                    if name == "a" && round == 1 {
+                        let o = o.clone();
+                        drop(tourbillon::spawn(async move { o.borrow_mut().push("d") }));
+                    }
+                    yield_now().await;
+                }
+            })
+            .unwrap(),
+        );
+    }
+    assert_eq!(ex.run_until_stalled(), 13);
+    assert_eq!(
+        *order.borrow(),
+        ["a", "b", "c", "a", "b", "c", "d", "a", "b", "c"]
+    );
 }
 
 #[test]

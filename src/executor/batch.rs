@@ -49,8 +49,11 @@ impl<'a> Held<'a> {
         let mut pos = r.held.pos.get();
         if pos == r.held.len.get() {
             let mut qs = self.core.queues.borrow_mut();
-            self.core.flush_tail(&mut qs);
-            let mut len = qs.list[self.q].sched.take_next(&r.held.batch.0);
+            let mut len = if r.held.tail.len() != 0 {
+                self.core.refill_after_requeues(&mut qs, self.q)
+            } else {
+                qs.list[self.q].sched.take_next(&r.held.batch.0)
+            };
             if qs.list[self.q].sched.is_custom() {
                 len = self.checked(&mut qs, len);
             }
@@ -153,6 +156,30 @@ impl Core {
             // (`requeue_fifo`).
             None => debug_assert!(ids.is_empty(), "tourbillon bug: a tail on a non-FIFO queue"),
         }
+    }
+
+    /// Takes the next batch of FIFO queue `q` while the run holds requeued
+    /// tasks ([`Tail`](super::run_state::Tail)); returns its length. When
+    /// nothing was queued behind them (a push flushes the tail first, so the
+    /// deque is empty), flushing them and taking a batch would move the
+    /// same ids out and back: they are the next batch, in the same order
+    /// (one task that yields in a loop takes this path at every poll).
+    #[inline(never)]
+    fn refill_after_requeues(&self, qs: &mut Queues, q: usize) -> usize {
+        let held = &self.run.held;
+        let Some(fifo) = qs.list[q].sched.fifo() else {
+            self.flush_tail_now(qs);
+            return qs.list[q].sched.take_next(&held.batch.0);
+        };
+        if !fifo.is_empty() {
+            self.flush_tail_now(qs);
+            return qs.list[q].sched.take_next(&held.batch.0);
+        }
+        let n = held.tail.len.replace(0);
+        for (dst, src) in held.batch.0.iter().zip(&held.tail.ids.0[..n]) {
+            dst.set(src.get());
+        }
+        n
     }
 
     /// Requeues task `id` of the running `RunnableFifo` queue.
