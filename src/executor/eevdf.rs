@@ -216,15 +216,33 @@ pub(crate) struct Eevdf {
     pub(crate) ents: Vec<Entity>,
     pub(crate) v0: u64,
     runnable: usize,
+    /// `S = Σ_j (v_j - v0)·w_j` over the runnable queues, exact, kept up to
+    /// date by every change of a runnable queue's `v` or weight, of the
+    /// runnable set and of `v0` (as Linux keeps `avg_vruntime`'s sums), so
+    /// that V and eligibility cost no pass over the queues.
+    sum: i128,
+    /// `W = Σ_j w_j` over the runnable queues.
+    load: i128,
 }
 
 impl Eevdf {
     pub(crate) fn new(ents: Vec<Entity>) -> Self {
-        Self {
+        let mut t = Self {
             ents,
             v0: 0,
             runnable: 0,
-        }
+            sum: 0,
+            load: 0,
+        };
+        t.resync();
+        t
+    }
+
+    /// Recomputes the runnable count and the sums from the entities (after
+    /// a test wrote their fields directly).
+    pub(crate) fn resync(&mut self) {
+        self.runnable = self.ents.iter().filter(|e| e.runnable).count();
+        (self.sum, self.load) = self.recompute_sums();
     }
 
     /// Number of runnable queues.
@@ -249,10 +267,21 @@ impl Eevdf {
     }
 
     /// `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j` over the runnable queues,
-    /// exactly. (A 64-bit loop with overflow checks costs as many
-    /// instructions as this one: callgrind, a ping-pong over two queues.)
+    /// exactly (kept up to date; debug builds check them against a pass
+    /// over the queues).
     #[inline]
     fn weighted_sums(&self) -> (i128, i128) {
+        debug_assert_eq!(
+            (self.sum, self.load),
+            self.recompute_sums(),
+            "tourbillon bug: EEVDF sums out of date"
+        );
+        (self.sum, self.load)
+    }
+
+    /// The sums of [`weighted_sums`](Self::weighted_sums) by a pass over the
+    /// queues.
+    fn recompute_sums(&self) -> (i128, i128) {
         let (mut sum, mut load) = (0i128, 0i128);
         for e in self.ents.iter().filter(|e| e.runnable) {
             sum += rel(e.v, self.v0) as i128 * e.weight as i128;
@@ -277,8 +306,13 @@ impl Eevdf {
     /// request is used up (`v >= d`); the deadline is then renewed.
     #[must_use = "`true` means the request was used and renewed: the run's slice is over (R8b)"]
     pub(crate) fn charge(&mut self, i: usize, delta_ns: u64) -> bool {
+        let v0 = self.v0;
         let e = &mut self.ents[i];
+        let old = e.v;
         e.v = e.v.wrapping_add(vdelta(delta_ns, e.weight));
+        if e.runnable {
+            self.sum += (rel(e.v, v0) as i128 - rel(old, v0) as i128) * e.weight as i128;
+        }
         if rel(e.v, e.d) >= 0 {
             e.d = e.v.wrapping_add(e.vslice());
             true
@@ -340,7 +374,10 @@ impl Eevdf {
             .map(|e| e.v)
             .min_by(|a, b| rel(*a, *b).cmp(&0));
         if let Some(m) = min {
-            if rel(m, self.v0) > 0 {
+            let up = rel(m, self.v0);
+            if up > 0 {
+                // Every runnable `v_j - v0` shrinks by `up`.
+                self.sum -= up as i128 * self.load;
                 self.v0 = m;
             }
         }
@@ -375,7 +412,10 @@ impl Eevdf {
         }
         e.fresh = false;
         e.runnable = true;
+        let (v, w) = (e.v, e.weight as i128);
         self.runnable += 1;
+        self.sum += rel(v, self.v0) as i128 * w;
+        self.load += w;
     }
 
     /// R7: queue `i` ran out of runnable tasks at the end of its run.
@@ -394,6 +434,7 @@ impl Eevdf {
         e.vlag = rel(v_avg, e.v).min(limit);
         e.runnable = false;
         self.runnable -= 1;
+        (self.sum, self.load) = staying;
         // The progress of V while asleep is measured on the V of the queues
         // that stay, the V `place` sees: V with `i` included would drop when
         // a debtor leaves and count that drop as more debt.
@@ -405,14 +446,18 @@ impl Eevdf {
     pub(crate) fn set_weight(&mut self, i: usize, weight: u64) {
         debug_assert!(weight > 0);
         let v_avg = self.avg_vruntime();
+        let v0 = self.v0;
         let e = &mut self.ents[i];
         let (w, w2) = (e.weight as i128, weight as i128);
         if e.runnable {
             let vl = rel(v_avg, e.v) as i128;
             let rd = rel(e.d, e.v) as i128;
+            let old = rel(e.v, v0) as i128 * w;
             e.v = v_avg.wrapping_sub(clamp_span(div_trunc_i128(vl * w, w2)) as u64);
             e.d =
                 e.v.wrapping_add(clamp_span(div_trunc_i128(rd * w, w2)) as u64);
+            self.sum += rel(e.v, v0) as i128 * w2 - old;
+            self.load += w2 - w;
         } else {
             e.vlag = clamp_span(div_trunc_i128(e.vlag as i128 * w, w2));
         }
@@ -518,6 +563,7 @@ mod tests {
         t.place(1);
         t.ents[0].v = 10;
         t.ents[1].v = 0;
+        t.resync();
         // (10*1 + 0*3)/4 = 2.5 -> 2
         assert_eq!(t.avg_vruntime(), 2);
         assert!(!t.eligible(0));
@@ -532,6 +578,7 @@ mod tests {
         t.place(1);
         t.ents[0].v = 99;
         t.ents[1].v = 100;
+        t.resync();
         // (-1 + 0)/2 = -0.5 -> -1
         assert_eq!(t.avg_vruntime(), 99);
     }
@@ -545,6 +592,7 @@ mod tests {
         for (i, e) in t.ents.iter_mut().enumerate() {
             e.v = 1000 + 37 * i as u64 * i as u64;
         }
+        t.resync();
         let v = t.avg_vruntime();
         let s: i128 = t
             .ents
@@ -580,8 +628,8 @@ mod tests {
                 })
                 .collect();
             let mut t = Eevdf::new(ents);
-            t.runnable = t.ents.iter().filter(|e| e.runnable).count();
             t.v0 = base;
+            t.resync();
             // R3 by its definition: `Σ_j (v_j - v_i)·w_j >= 0`.
             let r3 = |i: usize| {
                 let vi = t.ents[i].v;
@@ -798,6 +846,7 @@ mod tests {
         assert!(t.would_preempt(0, 1));
         assert!(!t.would_preempt(1, 0));
         t.ents[1].v = 100; // no longer eligible
+        t.resync();
         assert!(!t.would_preempt(0, 1));
     }
 }
