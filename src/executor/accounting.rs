@@ -5,9 +5,9 @@
 //! the queue's poll-cost estimate and checks the host-yield interval; then
 //! it sets the countdown to the next checkpoint and whether the run stops.
 //! It happens at every run end, and inside a run:
-//! * after every poll when the clock is cheap (`Clock::is_cheap`, e.g. the
-//!   virtual clock of tests): runs then end exactly at the first poll
-//!   boundary after the slice (R8);
+//! * after every poll for a `ManualClock` (or any clock with
+//!   `testing::BuilderExt::read_clock_every_poll`; `Config::cheap_clock`):
+//!   runs then end exactly at the first poll boundary after the slice (R8);
 //! * otherwise after as many polls as the running estimate of the queue's
 //!   poll cost says fit in what is left of the slice and of the host
 //!   interval (after one poll while the queue has no estimate, or an
