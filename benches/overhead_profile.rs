@@ -14,11 +14,15 @@
 //!
 //! `pingpong N Q` instead runs `compare`'s W4 workload once: two tasks on
 //! queue 0 and queue `1 % Q` of `Q` queues (default 1; shares 1:2:3:...,
-//! as `compare`'s "4 queues" system, since `c84776b`; equal before), `N`
+//! as `compare`'s "4 queues" system), `N`
 //! round trips (default 100,000) over two
 //! `futures::channel::mpsc::channel(1)` (collect with
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
 //! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
+//!
+//! `las R Y` runs the headline workload R times (default 1) on one
+//! `Las::new()` queue, tasks yielding Y times (default 5), each round on a
+//! new executor (collect with `--toggle-collect=overhead_profile::workload`).
 //!
 //! `nested R N` runs the headline workload nested in tokio: R rounds
 //! (default 1) of `N` tasks (default 50,000), each on a new executor in a
@@ -242,6 +246,20 @@ fn main() {
         for _ in 0..rounds {
             let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
             spawn_empty(&ex, tasks);
+        }
+        return;
+    }
+    if nth(1) == Some("las") {
+        // The headline on one `Las::new()` queue, a new executor per round.
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let yields: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(5);
+        for _ in 0..rounds {
+            let spec = tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::new());
+            let ex = tourbillon::Builder::new()
+                .queue_with(0u8, spec)
+                .build()
+                .unwrap();
+            workload(&ex, yields, TASKS);
         }
         return;
     }
