@@ -64,6 +64,10 @@ impl Core {
             }
         }
         let mut qs = self.queues.borrow_mut();
+        // The running queue has nothing left to run: its run ends at its
+        // next step whatever is placed, so neither a preemption nor a new
+        // countdown would change anything.
+        let ending = cur.is_some_and(|c| self.run_ends_now(&qs, c));
         let mut pending = std::mem::take(&mut qs.pending);
         for &j in &pending {
             qs.list[j].activation_pending = false;
@@ -71,7 +75,7 @@ impl Core {
                 continue;
             }
             qs.eevdf.place(j);
-            if let (Some(c), true) = (cur, self.cfg.preemption) {
+            if let (Some(c), true, false) = (cur, self.cfg.preemption, ending) {
                 if c != j && qs.eevdf.would_preempt(c, j) {
                     self.preempt_by(&qs, c, j);
                 }
@@ -90,7 +94,10 @@ impl Core {
             qs.pending = pending;
         }
         drop(qs);
-        if let Some(c) = cur {
+        if ending {
+            // Charged above: no poll is uncharged.
+            r.clock.countdown_set.set(r.clock.countdown.get());
+        } else if let Some(c) = cur {
             // Amortised clock reads: the next checkpoint comes when what is
             // left of the running queue's request is used, now that it
             // contends (a lone queue's countdown only looked at the host
@@ -100,6 +107,18 @@ impl Core {
             // A placed queue may contend with a used-up slice, or preempt.
             self.update_stop();
         }
+    }
+
+    /// Whether the running queue `c` has nothing left to run in this run:
+    /// the run holds no ids (its batch is used up, nothing requeued) and
+    /// its scheduler is empty (a built-in one, whose emptiness is exact).
+    #[inline]
+    fn run_ends_now(&self, qs: &Queues, c: usize) -> bool {
+        let held = &self.run.held;
+        held.pos.get() == held.len.get()
+            && held.tail.len() == 0
+            && !qs.list[c].sched.is_custom()
+            && qs.list[c].sched.is_empty()
     }
 
     /// The placed queue `j` would preempt the running queue `c` (R9): at
