@@ -26,7 +26,7 @@ use support::Gate;
 use tourbillon::clock::ManualClock;
 use tourbillon::task::{should_yield, yield_maybe};
 use tourbillon::{
-    spawn, try_spawn, yield_now, Builder, Executor, JoinHandle, PanicPolicy, SpawnError,
+    spawn, try_spawn, yield_now, Builder, Executor, JoinHandle, PanicPolicy, QueueSpec, SpawnError,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -1032,6 +1032,41 @@ fn t6_yield_maybe_yields_once_each_time_the_slice_is_used_while_contended() {
     // longer make it yield (nothing else would run).
     assert_eq!(*ya.borrow(), [5, 15, 25, 35, 45, 55]);
     assert_eq!((pa.get(), pb.get()), (7, 6));
+}
+
+#[test]
+fn t6_yield_maybe_yields_to_a_queue_woken_during_the_poll_of_a_lone_task() {
+    // A's only task is being polled when it spawns onto B: inside that
+    // poll, `should_yield` must see B's placement, and B, whose request is
+    // shorter, preempts A at once (R9), although A has no other task
+    // queued.
+    let clock = ManualClock::new();
+    let ex = Builder::new()
+        .queue(Q::A, 1)
+        .queue_with(Q::B, QueueSpec::new(1).slice(Duration::from_micros(10)))
+        .base_slice(Duration::from_micros(100))
+        .host_yield_interval(Duration::from_secs(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let yields = Rc::new(RefCell::new(Vec::new()));
+    let (c, y, spawner) = (clock.clone(), yields.clone(), ex.spawner());
+    let a = ex
+        .spawn(Q::A, async move {
+            for i in 1..=30u32 {
+                c.advance(Duration::from_micros(10));
+                if i == 12 {
+                    drop(spawner.spawn(Q::B, async {}).unwrap());
+                }
+                if should_yield() {
+                    y.borrow_mut().push(i);
+                    yield_now().await;
+                }
+            }
+        })
+        .unwrap();
+    ex.block_on(a).unwrap();
+    assert_eq!(yields.borrow().first(), Some(&12));
 }
 
 #[test]

@@ -44,11 +44,13 @@ impl Core {
                 }
             }
         }
-        self.place_activations();
+        self.place_activations(true);
     }
 
     /// Places the queues that became runnable and decides preemption.
-    pub(crate) fn place_activations(&self) {
+    /// `between_polls`: called at a poll boundary (no task of the running
+    /// queue is being polled), not from inside a poll (`should_yield`).
+    pub(crate) fn place_activations(&self, between_polls: bool) {
         if self.queues.borrow().pending.is_empty() {
             return;
         }
@@ -64,10 +66,12 @@ impl Core {
             }
         }
         let mut qs = self.queues.borrow_mut();
-        // The running queue has nothing left to run: its run ends at its
-        // next step whatever is placed, so neither a preemption nor a new
-        // countdown would change anything.
-        let ending = cur.is_some_and(|c| self.run_ends_now(&qs, c));
+        // Between polls, the running queue has nothing left to run: its run
+        // ends at its next step whatever is placed, so neither a preemption
+        // nor a new countdown would change anything. (Inside a poll the
+        // task being polled may still yield or be woken, and a preemption
+        // is what `should_yield` asks about.)
+        let ending = between_polls && cur.is_some_and(|c| self.run_ends_now(&qs, c));
         let mut pending = std::mem::take(&mut qs.pending);
         for &j in &pending {
             qs.list[j].activation_pending = false;

@@ -604,7 +604,7 @@ impl Core {
             return false;
         };
         self.checkpoint(q);
-        self.place_activations();
+        self.place_activations(false);
         let r = &self.run;
         let yes = r.end.preempt.get()
             || r.turn.over.get()
