@@ -279,14 +279,31 @@ fn ended<S: Schedule>(
     cancelled: bool,
     done: &mut Option<Done>,
 ) -> Polled {
+    *done = Some(finish_task(slab, id, raw, finish, take_panic, cancelled));
+    Polled::Done
+}
+
+/// Completes task `id`, whose stage holds its result (RUNNING still set),
+/// and settles what its end leaves to do; the task's panic payload is taken
+/// for the record when `take_panic` asks for it.
+#[inline(always)]
+fn finish_task<S: Schedule>(
+    slab: &RefCell<TaskSlab<S>>,
+    id: TaskId,
+    raw: RawTask,
+    finish: Finish,
+    take_panic: bool,
+    cancelled: bool,
+) -> Done {
     let panic = match finish {
-        // SAFETY: RUNNING is still set; the stage is Finished.
+        // SAFETY: RUNNING is still set; the stage is Finished or Panicked.
         Finish::Panicked if take_panic => unsafe { raw.take_panic() },
         _ => None,
     };
+    // Two statements: the slab's borrow must end before `settle` runs
+    // user code (a temporary would live to the end of the expression).
     let c = complete(&mut slab.borrow_mut(), id, raw, finish, panic, cancelled);
-    *done = Some(c.settle());
-    Polled::Done
+    c.settle()
 }
 
 /// The end of [`poll_task`] for a poll that returned `Pending`.
@@ -342,13 +359,7 @@ pub(crate) fn cancel_idle<S: Schedule>(
     let finish = unsafe { raw.cancel() };
     // The destructor's panic is the task's: taken for `Propagate`, as in
     // `ended`.
-    let panic = match finish {
-        // SAFETY: RUNNING is still set; the stage is Panicked.
-        Finish::Panicked if take_panic => unsafe { raw.take_panic() },
-        _ => None,
-    };
-    let c = complete(&mut slab.borrow_mut(), id, raw, finish, panic, true);
-    Some(c.settle())
+    Some(finish_task(slab, id, raw, finish, take_panic, true))
 }
 
 #[cfg(test)]
