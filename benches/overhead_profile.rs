@@ -24,6 +24,12 @@
 //! `Las::new()` queue, tasks yielding Y times (default 5), each round on a
 //! new executor (collect with `--toggle-collect=overhead_profile::workload`).
 //!
+//! `observe R Y` runs the headline workload R times (default 1) on one
+//! `RunnableFifo` queue with `latency_histograms(true)` and a 10 ms
+//! `stall_detector` (as `benches/overhead.rs`'s "histograms + stall
+//! detector" row), tasks yielding Y times (default 5), each round on a new
+//! executor (collect with `--toggle-collect=overhead_profile::workload`).
+//!
 //! `nested R N` runs the headline workload nested in tokio: R rounds
 //! (default 1) of `N` tasks (default 50,000), each on a new executor in a
 //! new `current_thread` runtime, `rt.block_on(ex.run_until(..))` (collect
@@ -257,6 +263,24 @@ fn main() {
             let spec = tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::new());
             let ex = tourbillon::Builder::new()
                 .queue_with(0u8, spec)
+                .build()
+                .unwrap();
+            workload(&ex, yields, TASKS);
+        }
+        return;
+    }
+    if nth(1) == Some("observe") {
+        // The headline with the opt-in observability, a new executor per
+        // round.
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let yields: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(5);
+        for _ in 0..rounds {
+            let ex = tourbillon::Builder::new()
+                .queue(0u8, 1)
+                .latency_histograms(true)
+                .stall_detector(std::time::Duration::from_millis(10), |s| {
+                    eprintln!("stall: {s}")
+                })
                 .build()
                 .unwrap();
             workload(&ex, yields, TASKS);

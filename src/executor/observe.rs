@@ -13,9 +13,11 @@ use crate::boundary;
 use crate::stats::Stall;
 use crate::task::id::TaskId;
 
-/// What [`Core::observe_before`] read before a poll.
+/// What [`Core::observe_before`] read before a poll: the task's
+/// wake-to-first-poll delay and its name (for a stall report: a task that
+/// completes in the poll loses its name with its slot).
 pub(crate) struct Observed {
-    ready_ns: Option<u64>,
+    latency_ns: Option<u64>,
     name: Option<Rc<str>>,
 }
 
@@ -67,43 +69,53 @@ impl Core {
         })
     }
 
-    /// What the observability needs from before a poll (histograms, stall
-    /// detector): when the task became runnable, and its name.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn observe_before(&self, id: TaskId) -> Observed {
+    /// What the observability needs from before a poll of `id` that
+    /// starts at `start_ns` (histograms, stall detector): the delay since
+    /// the task became runnable, and its name. Whether `id` is live is not
+    /// checked: the poll says so, and the result of a stale id is dropped.
+    #[inline(always)]
+    pub(super) fn observe_before(&self, id: TaskId, start_ns: u64) -> Observed {
         let tasks = self.tasks.borrow();
         Observed {
-            ready_ns: if self.cfg.latency {
-                tasks.ready_ns(id)
+            latency_ns: if self.cfg.latency {
+                tasks
+                    .slot_ready_ns(id)
+                    .map(|ready| start_ns.saturating_sub(ready))
             } else {
                 None
             },
             name: if self.cfg.stall_ns != u64::MAX {
-                tasks.name(id)
+                tasks.slot_name(id)
             } else {
                 None
             },
         }
     }
 
-    /// After a poll that started at `start_ns` and took `elapsed_ns`:
-    /// records its wake-to-first-poll delay and reports a stall.
-    #[cold]
-    #[inline(never)]
+    /// After a poll of task `id` of queue `q` that started at `start_ns`
+    /// and took `elapsed_ns`: records its wake-to-first-poll delay, stamps
+    /// a task runnable again (`again`: yielded, or woken during the poll)
+    /// as ready from the end of the poll, and reports a stall.
+    #[inline(always)]
     pub(super) fn observe_after(
         &self,
         q: usize,
         id: TaskId,
         before: Observed,
+        again: bool,
         start_ns: u64,
         elapsed_ns: u64,
     ) {
-        if let Some(ready) = before.ready_ns {
+        if let Some(latency) = before.latency_ns {
             self.queues.borrow_mut().list[q]
                 .counters
                 .wake_latency
-                .record_ns(start_ns.saturating_sub(ready));
+                .record_ns(latency);
+            if again {
+                self.tasks
+                    .borrow_mut()
+                    .set_ready(id, start_ns.saturating_add(elapsed_ns));
+            }
         }
         if elapsed_ns >= self.cfg.stall_ns {
             self.report_stall(q, id, before.name, elapsed_ns);
@@ -113,6 +125,7 @@ impl Core {
     /// A poll ran at least the stall threshold: count it and tell the
     /// callback (no borrow held; a panic of the callback is discarded).
     #[cold]
+    #[inline(never)]
     fn report_stall(&self, q: usize, id: TaskId, name: Option<Rc<str>>, ns: u64) {
         let queue = {
             let mut qs = self.queues.borrow_mut();

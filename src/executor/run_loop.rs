@@ -63,13 +63,6 @@ struct RunMode {
     propagate: bool,
 }
 
-/// When a poll started, and how long it took when the run times its polls.
-#[derive(Clone, Copy)]
-struct PollTime {
-    start: u64,
-    elapsed: Option<u64>,
-}
-
 /// Whether the run goes on after a poll.
 #[must_use = "`EndRun` must end the run: a stop, a preemption or a held panic would be ignored"]
 enum Step {
@@ -246,11 +239,11 @@ impl Core {
             // EEVDF charge stays amortised.
             precise: PER_POLL && self.cheap_clock,
             tell_polled,
-            // A `RunnableFifo` (no `polled` to call), no ready stamp to
-            // record and not nested (a yield is requeued, not deferred to
-            // the host's next turn): a task runnable again, woken or
-            // yielded, goes behind the queued ones through the run's tail.
-            fifo_requeue: !(tell_polled || defer_yields || (observe && self.cfg.latency)),
+            // A `RunnableFifo` (no `polled` to call) and not nested (a
+            // yield is requeued, not deferred to the host's next turn): a
+            // task runnable again, woken or yielded, goes behind the queued
+            // ones through the run's tail.
+            fifo_requeue: !(tell_polled || defer_yields),
             #[cfg(feature = "tokio")]
             own_budget: defer_yields,
             propagate: self.panics.propagates(),
@@ -315,7 +308,7 @@ impl Core {
         let start = *poll_start;
         // Read before the poll: a task that completes is removed.
         let observed = if mode.observe {
-            Some(self.observe_before(id))
+            Some(self.observe_before(id, start))
         } else {
             None
         };
@@ -336,10 +329,10 @@ impl Core {
         r.second_site.set(!site);
         let elapsed = self.count_poll(q, mode, start, poll_start);
         if let Some(before) = observed {
-            self.observe_after(q, id, before, start, elapsed.unwrap_or(0));
+            let again = matches!(polled, Polled::Pending(n) if n != Next::Wait);
+            self.observe_after(q, id, before, again, start, elapsed.unwrap_or(0));
         }
-        let time = PollTime { start, elapsed };
-        if let Step::EndRun = self.after_poll(q, id, polled, mode, time, done) {
+        if let Step::EndRun = self.after_poll(q, id, polled, mode, elapsed, done) {
             return Step::EndRun;
         }
         if self.attention.get() || self.remote.has_pending() {
@@ -407,11 +400,10 @@ impl Core {
         id: TaskId,
         polled: Polled,
         mode: RunMode,
-        time: PollTime,
+        elapsed: Option<u64>,
         done: &mut Option<Done>,
     ) -> Step {
-        let sched_elapsed = time
-            .elapsed
+        let sched_elapsed = elapsed
             .filter(|_| mode.sched_timing)
             .map(Duration::from_nanos);
         match polled {
@@ -419,10 +411,7 @@ impl Core {
             Polled::Pending(Next::Wait) if !mode.tell_polled => {}
             Polled::Pending(_) if mode.fifo_requeue => self.requeue_fifo(id),
             Polled::Pending(next) => {
-                let end = mode
-                    .observe
-                    .then(|| time.start.saturating_add(time.elapsed.unwrap_or(0)));
-                self.pending_again(q, id, next, sched_elapsed, mode.tell_polled, end);
+                self.pending_again(q, id, next, sched_elapsed, mode.tell_polled);
             }
             Polled::Done => {
                 if let Some(done) = done.take() {
@@ -461,9 +450,8 @@ impl Core {
     /// A task of queue `q` is pending after its poll and not requeued
     /// through the run's tail: `polled` for a scheduler that wants it, the
     /// push of a task runnable again (the contract: both in one dispatch),
-    /// the deferral of a yield while nested, the ready stamp (`ready_at`,
-    /// the end of the poll) for the latency histogram. Out of line: the
-    /// headline's polls never come here.
+    /// the deferral of a yield while nested. Out of line: the headline's
+    /// polls never come here.
     #[inline(never)]
     fn pending_again(
         &self,
@@ -472,7 +460,6 @@ impl Core {
         next: Next,
         elapsed: Option<Duration>,
         tell_polled: bool,
-        ready_at: Option<u64>,
     ) {
         let defer = next == Next::Yield && self.nested.get();
         let requeue = next != Next::Wait && !defer;
@@ -488,10 +475,6 @@ impl Core {
         }
         if defer {
             self.deferred.borrow_mut().push(id);
-        }
-        if let Some(end) = ready_at.filter(|_| self.cfg.latency && next != Next::Wait) {
-            // Runnable again from the end of this poll.
-            self.tasks.borrow_mut().set_ready(id, end);
         }
     }
 

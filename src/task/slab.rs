@@ -313,13 +313,15 @@ impl<S: Schedule> TaskSlab<S> {
         self.names[index] = Some(name);
     }
 
-    /// The name of task `id`, if it has one.
-    pub(crate) fn name(&self, id: TaskId) -> Option<Rc<str>> {
-        self.get(id)?;
+    /// The name of the task in `id`'s slot, if it has one: `id`'s own when
+    /// `id` is live (not checked: the run loop reads it before a poll that
+    /// tells it whether `id` was live).
+    pub(crate) fn slot_name(&self, id: TaskId) -> Option<Rc<str>> {
         self.names.get(id.index() as usize)?.clone()
     }
 
     /// Records that task `id` became runnable at `now_ns`.
+    #[inline]
     pub(crate) fn set_ready(&mut self, id: TaskId, now_ns: u64) {
         let index = id.index() as usize;
         if index >= self.ready_ns.len() {
@@ -328,9 +330,11 @@ impl<S: Schedule> TaskSlab<S> {
         self.ready_ns[index] = now_ns;
     }
 
-    /// When task `id` last became runnable (see [`set_ready`](Self::set_ready)).
-    pub(crate) fn ready_ns(&self, id: TaskId) -> Option<u64> {
-        self.get(id)?;
+    /// When the task in `id`'s slot last became runnable (see
+    /// [`set_ready`](Self::set_ready)): `id`'s own stamp when `id` is live
+    /// (not checked, as for [`slot_name`](Self::slot_name)).
+    #[inline]
+    pub(crate) fn slot_ready_ns(&self, id: TaskId) -> Option<u64> {
         self.ready_ns.get(id.index() as usize).copied()
     }
 
