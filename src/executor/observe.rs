@@ -114,7 +114,7 @@ impl Core {
             if again {
                 self.tasks
                     .borrow_mut()
-                    .set_ready(id, start_ns.saturating_add(elapsed_ns));
+                    .restamp_ready(id, start_ns.saturating_add(elapsed_ns));
             }
         }
         if elapsed_ns >= self.cfg.stall_ns {

@@ -330,6 +330,16 @@ impl<S: Schedule> TaskSlab<S> {
         self.ready_ns[index] = now_ns;
     }
 
+    /// Records that live task `id`, stamped before (spawned with the
+    /// stamps on), became runnable again at `now_ns`; no stamp for a slot
+    /// never stamped.
+    #[inline]
+    pub(crate) fn restamp_ready(&mut self, id: TaskId, now_ns: u64) {
+        if let Some(stamp) = self.ready_ns.get_mut(id.index() as usize) {
+            *stamp = now_ns;
+        }
+    }
+
     /// When the task in `id`'s slot last became runnable (see
     /// [`set_ready`](Self::set_ready)): `id`'s own stamp when `id` is live
     /// (not checked, as for [`slot_name`](Self::slot_name)).
