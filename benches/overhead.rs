@@ -28,8 +28,8 @@
 //!   attained service, a heap of the non-empty levels);
 //! * `tourbillon 1 queue, histograms + stall detector`: one `RunnableFifo`
 //!   queue with `latency_histograms(true)` and a 10 ms `stall_detector`
-//!   (what the opt-in observability costs: a clock read per poll, a
-//!   histogram record per poll).
+//!   (what the opt-in observability costs: a clock read per spawn and per
+//!   poll, a histogram record per poll).
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
 //! medians to tokio `LocalSet` (and of 4 queues to 1 queue, and of each

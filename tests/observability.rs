@@ -246,3 +246,80 @@ fn latency_histograms_are_off_by_default() {
     assert_eq!(ex.queue_stats(0).unwrap().wake_latency.count(), 0);
     assert_eq!(ex.queue_stats(0).unwrap().polls, 2);
 }
+
+// T7 and T8 together on one `RunnableFifo` queue, on the virtual clock read
+// after every poll and behind `NotCheap` (read once per poll for the
+// observation, as the real clock): task A wakes itself during each of its
+// polls (ready again from the end of that poll) and completes in a 30 ms
+// poll, task B yields. The histogram equals the scripted delays (from the
+// spawn at t = 0, then from the end of the task's previous poll), and the
+// one stall names A, whose slot is gone by the time the poll is over.
+#[test]
+fn t7_t8_self_wakes_yields_and_a_completing_stall() {
+    for cheap in [true, false] {
+        let sim = Sim::new(1);
+        sim.record_trace();
+        let reports: Rc<RefCell<Vec<Stall>>> = Rc::default();
+        let log = reports.clone();
+        let ex = sim
+            .builder_with(cheap)
+            .queue(0, 1)
+            .latency_histograms(true)
+            .stall_detector(Duration::from_millis(10), move |s| {
+                log.borrow_mut().push(s.clone())
+            })
+            .build()
+            .unwrap();
+        let s = sim.clone();
+        let mut polls = 0;
+        let a = ex
+            .task(0)
+            .name("self-waker")
+            .spawn(std::future::poll_fn(move |cx| {
+                polls += 1;
+                if polls < 5 {
+                    s.spend(0, 0, 100 * US);
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                } else {
+                    s.spend(0, 0, 30 * MS);
+                    std::task::Poll::Ready(())
+                }
+            }))
+            .unwrap();
+        let a_id = a.id();
+        let s = sim.clone();
+        let b = ex
+            .spawn(0, async move {
+                for _ in 0..4 {
+                    s.spend(0, 1, 50 * US);
+                    yield_now().await;
+                }
+                s.spend(0, 1, 50 * US);
+            })
+            .unwrap();
+        sim.drive(&ex);
+        assert!(a.is_finished() && b.is_finished());
+        let trace = sim.take_trace();
+        assert_eq!(trace.len(), 10, "cheap {cheap}");
+        let mut ready = [0u64; 2];
+        let mut want = LatencyHistogram::new();
+        for p in &trace {
+            let t = p.task as usize;
+            assert!(p.start >= ready[t], "cheap {cheap}: {p:?}");
+            want.record(Duration::from_nanos(p.start - ready[t]));
+            ready[t] = p.end;
+        }
+        assert_eq!(
+            ex.queue_stats(0).unwrap().wake_latency,
+            want,
+            "cheap {cheap}"
+        );
+        let reports = reports.borrow();
+        assert_eq!(reports.len(), 1, "cheap {cheap}: {reports:?}");
+        assert_eq!(reports[0].task, a_id);
+        assert_eq!(reports[0].name.as_deref(), Some("self-waker"));
+        assert_eq!(reports[0].duration, Duration::from_millis(30));
+        assert_eq!(ex.queue_stats(0).unwrap().stalls, 1);
+    }
+}
