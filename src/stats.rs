@@ -203,16 +203,15 @@ impl LatencyHistogram {
         }
     }
 
+    /// The bucket of `ns`, without a branch: with `e` the exponent of
+    /// `ns | SUB` (at least `SUB_BITS`, so values below `SUB` are their own
+    /// bucket), `SUB` buckets per exponent from `SUB_BITS` on; values at or
+    /// above `2^MAX_EXP` land past the last bucket and are clamped to it.
+    #[inline]
     fn index(ns: u64) -> usize {
-        if ns < SUB {
-            return ns as usize;
-        }
-        let exp = (63 - ns.leading_zeros()).min(MAX_EXP);
-        if exp >= MAX_EXP {
-            return BUCKETS - 1;
-        }
-        let mantissa = (ns >> (exp - SUB_BITS)) - SUB;
-        (SUB * (exp - SUB_BITS + 1) as u64 + mantissa) as usize
+        let e = 63 - (ns | SUB).leading_zeros();
+        let i = (SUB * u64::from(e - SUB_BITS + 1)) + (ns >> (e - SUB_BITS)) - SUB;
+        (i as usize).min(BUCKETS - 1)
     }
 
     /// The lower bound of bucket `i`, ns.
