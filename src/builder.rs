@@ -147,7 +147,7 @@ impl<K: QueueKey> Builder<K> {
     /// of `overhead_profile observe 40`: `SystemClock::now_ns`, nearly all
     /// of it its `rdtsc`, takes a third of the cycles; a loop of `rdtsc`
     /// takes 7.4 ns a read on that VM). `valgrind --tool=callgrind` counts
-    /// 2,347 instructions per task against 1,311 without them
+    /// 2,311 instructions per task against 1,311 without them
     /// (`overhead_profile observe 3` and `3 5 1 fresh`, PROFILING.md).
     /// Polls that do real work make the share smaller.
     ///
