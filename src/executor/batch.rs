@@ -104,13 +104,13 @@ impl<'a> Held<'a> {
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
             self.core.flush_tail(&mut qs);
             let ids = &r.held.batch.0[pos..len];
-            match qs.list[self.q].sched.fifo() {
-                Some(fifo) => fifo.put_front(ids),
+            match qs.list[self.q].sched.front() {
+                Some(mut front) => front.put_front(ids),
                 // Any other scheduler hands out one id at a time, which the
                 // run polls before it asks again.
                 None => debug_assert!(
                     ids.is_empty(),
-                    "tourbillon bug: a batch of a non-FIFO queue"
+                    "tourbillon bug: a batch of a queue without a front"
                 ),
             }
         }
@@ -150,11 +150,14 @@ impl Core {
             .get()
             .expect("tourbillon bug: requeued tasks outside a run");
         let ids = &tail.ids.0[..n];
-        match qs.list[q].sched.fifo() {
-            Some(fifo) => fifo.push_back_all(ids),
-            // The run loop requeues through the tail only on a FIFO queue
-            // (`requeue_fifo`).
-            None => debug_assert!(ids.is_empty(), "tourbillon bug: a tail on a non-FIFO queue"),
+        match qs.list[q].sched.front() {
+            Some(mut front) => front.push_back_all(ids),
+            // The run loop requeues through the tail only on a queue with
+            // a front (`requeue_tail`).
+            None => debug_assert!(
+                ids.is_empty(),
+                "tourbillon bug: a tail on a queue without a front"
+            ),
         }
     }
 
@@ -167,11 +170,11 @@ impl Core {
     #[inline(never)]
     fn refill_after_requeues(&self, qs: &mut Queues, q: usize) -> usize {
         let held = &self.run.held;
-        let Some(fifo) = qs.list[q].sched.fifo() else {
+        let Some(front) = qs.list[q].sched.front() else {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
         };
-        if !fifo.is_empty() {
+        if !front.is_empty() {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
         }
@@ -188,9 +191,10 @@ impl Core {
         n
     }
 
-    /// Requeues task `id` of the running `RunnableFifo` queue.
+    /// Requeues task `id` behind the front of the running queue (a
+    /// `RunnableFifo`, or level 0 of a batching `Las`).
     #[inline(always)]
-    pub(crate) fn requeue_fifo(&self, id: TaskId) {
+    pub(crate) fn requeue_tail(&self, id: TaskId) {
         let tail = &self.run.held.tail;
         let mut n = tail.len.get();
         if n >= HELD {

@@ -35,7 +35,7 @@ use super::core::{bump, Core};
 use super::queues::Queues;
 use crate::boundary;
 use crate::task::harness::{poll_task, Done, Next, Panics, Polled};
-use crate::task::id::TaskId;
+use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Finish;
 use crate::task::slab::Spurious;
 
@@ -56,11 +56,25 @@ struct RunMode {
     tell_polled: bool,
     /// A task runnable again goes behind through the run's tail.
     fifo_requeue: bool,
+    /// A batching `Las`: each poll is charged to the task's group here,
+    /// and a task runnable again at level 0 goes behind through the run's
+    /// tail.
+    las_requeue: bool,
     /// Nested in a host: each poll gets a tokio budget of its own.
     #[cfg(feature = "tokio")]
     own_budget: bool,
     /// The panic policy resumes panics out of the driver.
     propagate: bool,
+}
+
+/// What the running queue's scheduler asks of the run: per-poll durations
+/// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
+/// (`las`).
+#[derive(Clone, Copy)]
+struct SchedMode {
+    timing: bool,
+    tell_polled: bool,
+    las: bool,
 }
 
 /// When a poll started, and how long it took when the run times its polls.
@@ -184,39 +198,57 @@ impl Core {
     /// Runs queue `q` until a boundary ends the run. Returns `true` when
     /// the turn's budget is spent.
     ///
-    /// Two instances of one loop: the common one (a real clock read every
-    /// few polls, no per-poll timing or observation) has those branches
-    /// compiled out (about 9 instructions per headline task; callgrind),
-    /// and each instance has `poll_task` inlined.
+    /// Three instances of one loop, each with `poll_task` inlined: the
+    /// common one (a real clock read every few polls, no per-poll timing
+    /// or observation) has those branches compiled out (about 9
+    /// instructions per headline task; callgrind); the second times each
+    /// poll (a timing scheduler such as `Las`, or a cheap clock) without
+    /// observation; the third observes too (stall detector, latency
+    /// histograms).
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
     fn run_queue(&self, q: usize) -> bool {
-        let (sched_timing, tell_polled) = {
+        let (sched_timing, tell_polled, las) = {
             let mut qs = self.queues.borrow_mut();
-            qs.list[q].counters.runs += 1;
-            (qs.list[q].timing, !qs.list[q].sched.is_stateless())
+            let st = &mut qs.list[q];
+            st.counters.runs += 1;
+            let las = st.sched.batching_las().is_some();
+            (st.timing, !st.sched.is_stateless(), las)
         };
-        if sched_timing || self.cfg.per_poll_timing || self.cheap_clock {
-            self.run_queue_in::<true>(q, sched_timing, tell_polled)
+        let sched = SchedMode {
+            timing: sched_timing,
+            tell_polled,
+            las,
+        };
+        if self.cfg.per_poll_timing {
+            self.run_queue_in::<true, true>(q, sched)
+        } else if sched_timing || self.cheap_clock {
+            self.run_queue_in::<true, false>(q, sched)
         } else {
-            self.run_queue_in::<false>(q, false, tell_polled)
+            // A batching `Las` times its polls: never in this instance.
+            let sched = SchedMode {
+                timing: false,
+                tell_polled,
+                las: false,
+            };
+            self.run_queue_in::<false, false>(q, sched)
         }
     }
 
     /// The run of [`run_queue`](Self::run_queue): start, the polls, the
     /// end. With `PER_POLL` false, the caller has checked that no per-poll
-    /// clock read or observation is asked for.
+    /// clock read or observation is asked for; with `OBSERVE` false, that
+    /// no observation is.
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
-    fn run_queue_in<const PER_POLL: bool>(
+    fn run_queue_in<const PER_POLL: bool, const OBSERVE: bool>(
         &self,
         q: usize,
-        sched_timing: bool,
-        tell_polled: bool,
+        sched: SchedMode,
     ) -> bool {
         #[cfg(feature = "tracing")]
         let _run_span = self.run_span(q);
-        let mode = self.run_mode::<PER_POLL>(sched_timing, tell_polled);
+        let mode = self.run_mode::<PER_POLL, OBSERVE>(sched);
         bump(&self.counters.runs);
         self.start_run(q);
         // The poll marker of an enclosing task (nested executors), put back
@@ -228,13 +260,18 @@ impl Core {
         self.end_run(q, drained)
     }
 
-    /// What a run of a queue whose scheduler wants per-poll timing
-    /// (`sched_timing`) and `polled` calls (`tell_polled`) does per poll.
+    /// What a run of a queue whose scheduler is described by `sched` does
+    /// per poll.
     #[inline(always)]
-    fn run_mode<const PER_POLL: bool>(&self, sched_timing: bool, tell_polled: bool) -> RunMode {
+    fn run_mode<const PER_POLL: bool, const OBSERVE: bool>(&self, sched: SchedMode) -> RunMode {
+        let SchedMode {
+            timing: sched_timing,
+            tell_polled,
+            las,
+        } = sched;
         // Per-poll durations: for a timing scheduler, the stall detector
         // and the latency histograms.
-        let observe = PER_POLL && self.cfg.per_poll_timing;
+        let observe = PER_POLL && OBSERVE && self.cfg.per_poll_timing;
         let defer_yields = self.nested.get();
         RunMode {
             observe,
@@ -251,6 +288,9 @@ impl Core {
             // the host's next turn): a task runnable again, woken or
             // yielded, goes behind the queued ones through the run's tail.
             fifo_requeue: !(tell_polled || defer_yields || (observe && self.cfg.latency)),
+            // The same conditions for a batching `Las`, whose polls are
+            // charged in the run loop (`requeue_las`).
+            las_requeue: las && !(defer_yields || (observe && self.cfg.latency)),
             #[cfg(feature = "tokio")]
             own_budget: defer_yields,
             propagate: self.panics.propagates(),
@@ -331,7 +371,7 @@ impl Core {
             // read): the panics of the task's end go to the sink in the
             // order they happened.
             Polled::Done => self.report_panics_of(done),
-            Polled::Pending(_) => {}
+            Polled::Pending(..) => {}
         }
         r.second_site.set(!site);
         let elapsed = self.count_poll(q, mode, start, poll_start);
@@ -410,23 +450,34 @@ impl Core {
         time: PollTime,
         done: &mut Option<Done>,
     ) -> Step {
-        let sched_elapsed = time
-            .elapsed
-            .filter(|_| mode.sched_timing)
-            .map(Duration::from_nanos);
+        // Only where a scheduler call takes it: a `Duration` made per poll
+        // costs about 10 instructions (callgrind).
+        let sched_elapsed = || {
+            time.elapsed
+                .filter(|_| mode.sched_timing)
+                .map(Duration::from_nanos)
+        };
         match polled {
             // Waiting for a wake, and no `polled` to tell: nothing to do.
-            Polled::Pending(Next::Wait) if !mode.tell_polled => {}
-            Polled::Pending(_) if mode.fifo_requeue => self.requeue_fifo(id),
-            Polled::Pending(next) => {
+            Polled::Pending(Next::Wait, _) if !mode.tell_polled => {}
+            Polled::Pending(..) if mode.fifo_requeue => self.requeue_tail(id),
+            Polled::Pending(next, own_group) if mode.las_requeue => {
+                let group = if own_group {
+                    GroupId::task(id.index())
+                } else {
+                    self.tasks.borrow().group_of_id(id)
+                };
+                self.requeue_las(q, id, group, next, time.elapsed.unwrap_or(0));
+            }
+            Polled::Pending(next, _) => {
                 let end = mode
                     .observe
                     .then(|| time.start.saturating_add(time.elapsed.unwrap_or(0)));
-                self.pending_again(q, id, next, sched_elapsed, mode.tell_polled, end);
+                self.pending_again(q, id, next, sched_elapsed(), mode.tell_polled, end);
             }
             Polled::Done => {
                 if let Some(done) = done.take() {
-                    self.finish(id, done, sched_elapsed, true);
+                    self.finish(id, done, sched_elapsed(), true);
                     if self.panics.holds() {
                         // Resumed out of the driver (`Propagate`).
                         return Step::EndRun;
@@ -492,6 +543,28 @@ impl Core {
         if let Some(end) = ready_at.filter(|_| self.cfg.latency && next != Next::Wait) {
             // Runnable again from the end of this poll.
             self.tasks.borrow_mut().set_ready(id, end);
+        }
+    }
+
+    /// A poll of task `id`, of `group`, of the running batching `Las` queue
+    /// `q` took `ns`: charged to the group; a task runnable again goes
+    /// behind level 0 through the run's tail while its group stays at
+    /// level 0 (the order of a `push`, see `Las`'s batch path), else to its
+    /// level.
+    #[inline(always)]
+    fn requeue_las(&self, q: usize, id: TaskId, group: GroupId, next: Next, ns: u64) {
+        let mut qs = self.queues.borrow_mut();
+        let Some(las) = qs.list[q].sched.batching_las() else {
+            unreachable!("tourbillon bug: las_requeue on a queue that does not batch a Las");
+        };
+        let level0 = las.charge(group, ns);
+        match next {
+            Next::Wait => {}
+            _ if level0 => {
+                drop(qs);
+                self.requeue_tail(id);
+            }
+            _ => crate::sched::Scheduler::push(las, id, group),
         }
     }
 
