@@ -15,6 +15,7 @@
 use super::core::Core;
 use super::queues::Queues;
 use super::run_state::HELD;
+use crate::sched::Front;
 use crate::task::id::TaskId;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
@@ -151,7 +152,7 @@ impl Core {
             .expect("tourbillon bug: requeued tasks outside a run");
         let ids = &tail.ids.0[..n];
         match qs.list[q].sched.front() {
-            Some(mut front) => front.push_back_all(ids),
+            Some(mut front) => front.push_back_all(ids, &tail.ns.0[..n]),
             // The run loop requeues through the tail only on a queue with
             // a front (`requeue_tail`).
             None => debug_assert!(
@@ -170,7 +171,7 @@ impl Core {
     #[inline(never)]
     fn refill_after_requeues(&self, qs: &mut Queues, q: usize) -> usize {
         let held = &self.run.held;
-        let Some(front) = qs.list[q].sched.front() else {
+        let Some(mut front) = qs.list[q].sched.front() else {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
         };
@@ -178,17 +179,38 @@ impl Core {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
         }
-        let n = held.tail.len.replace(0);
+        let mut n = held.tail.len.replace(0);
+        if let Front::Las(las) = &mut front {
+            n = las.keep_level0(&held.tail.ids.0[..n], &held.tail.ns.0[..n]);
+        }
         if n == 1 {
             // One task yielding in a loop: no copy loop (which compiles to
             // a `memcpy` call).
             held.batch.0[0].set(held.tail.ids.0[0].get());
             return 1;
         }
+        if n == 0 {
+            // Every requeued task left level 0 of a `Las`.
+            return qs.list[q].sched.take_next(&held.batch.0);
+        }
         for (dst, src) in held.batch.0.iter().zip(&held.tail.ids.0[..n]) {
             dst.set(src.get());
         }
         n
+    }
+
+    /// Requeues task `id` of the running batching `Las` queue, whose last
+    /// poll took `ns`, not yet charged to its own group: the charge and the
+    /// choice of its level happen when the tail is pushed.
+    #[inline(always)]
+    pub(crate) fn requeue_tail_charged(&self, id: TaskId, ns: u64) {
+        let tail = &self.run.held.tail;
+        if tail.len() >= HELD {
+            // Not reached, as in `requeue_tail`.
+            self.flush_tail(&mut self.queues.borrow_mut());
+        }
+        tail.ns.0[tail.len() % HELD].set(ns);
+        self.requeue_tail(id);
     }
 
     /// Requeues task `id` behind the front of the running queue (a

@@ -461,13 +461,18 @@ impl Core {
             // Waiting for a wake, and no `polled` to tell: nothing to do.
             Polled::Pending(Next::Wait, _) if !mode.tell_polled => {}
             Polled::Pending(..) if mode.fifo_requeue => self.requeue_tail(id),
+            // Runnable again, in its own group: charged when the tail is
+            // pushed (`Tail`).
+            Polled::Pending(next, true) if mode.las_requeue && next != Next::Wait => {
+                self.requeue_tail_charged(id, time.elapsed.unwrap_or(0));
+            }
             Polled::Pending(next, own_group) if mode.las_requeue => {
                 let group = if own_group {
                     GroupId::task(id.index())
                 } else {
                     self.tasks.borrow().group_of_id(id)
                 };
-                self.requeue_las(q, id, group, next, time.elapsed.unwrap_or(0));
+                self.charge_las(q, id, group, next, time.elapsed.unwrap_or(0));
             }
             Polled::Pending(next, _) => {
                 let end = mode
@@ -547,24 +552,23 @@ impl Core {
     }
 
     /// A poll of task `id`, of `group`, of the running batching `Las` queue
-    /// `q` took `ns`: charged to the group; a task runnable again goes
-    /// behind level 0 through the run's tail while its group stays at
-    /// level 0 (the order of a `push`, see `Las`'s batch path), else to its
-    /// level.
-    #[inline(always)]
-    fn requeue_las(&self, q: usize, id: TaskId, group: GroupId, next: Next, ns: u64) {
+    /// `q` took `ns`, charged here: the task waits, or belongs to a keyed
+    /// group (whose service other tasks' requeues depend on). A task
+    /// runnable again is pushed to its level, after the run's tail (which
+    /// was requeued before it).
+    #[inline(never)]
+    fn charge_las(&self, q: usize, id: TaskId, group: GroupId, next: Next, ns: u64) {
         let mut qs = self.queues.borrow_mut();
+        let requeue = next != Next::Wait;
+        if requeue {
+            self.flush_tail(&mut qs);
+        }
         let Some(las) = qs.list[q].sched.batching_las() else {
             unreachable!("tourbillon bug: las_requeue on a queue that does not batch a Las");
         };
-        let level0 = las.charge(group, ns);
-        match next {
-            Next::Wait => {}
-            _ if level0 => {
-                drop(qs);
-                self.requeue_tail(id);
-            }
-            _ => crate::sched::Scheduler::push(las, id, group),
+        let _ = las.charge(group, ns);
+        if requeue {
+            crate::sched::Scheduler::push(las, id, group);
         }
     }
 

@@ -33,16 +33,32 @@ use crate::task::id::{GroupId, TaskId};
 ///   Push and pop are O(log n). This is exact LAS on the keys (the key of a
 ///   waiting task is stale by what its group's other tasks received since it
 ///   was pushed; that only favours tasks already waiting).
-/// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the key is a level of attained service
-///   (log2 steps above `q0`); one FIFO per level and a `BinaryHeap` of the
-///   non-empty levels, so push and pop cost O(1) plus a heap of at most
-///   `levels` entries.
+/// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
+///   key is a level of attained service (log2 steps above `q0`); one FIFO
+///   per level and a bitmap of the non-empty levels, so push and pop are
+///   O(1).
 /// * Per-group service in two vectors indexed by the dense
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
 /// * Lazy deletion: a task forgotten while queued (aborted) or served by the
-///   starvation guard leaves its heap entry behind; it is skipped when it
-///   surfaces, recognised by a per-task sequence number.
+///   starvation guard leaves its entry behind. With exact keys or a guard
+///   it is skipped when it surfaces, recognised by a per-task sequence
+///   number; with levels and no guard, nothing else leaves entries behind,
+///   so no sequence numbers are kept: the entry is handed out, and the
+///   executor skips it (its task has ended).
+/// * The run loop's batch path (quantized keys, no guard): level 0 is a
+///   FIFO that no push can overtake (a push never goes below level 0), so
+///   the executor takes its ids 64 at a time and requeues the tasks of
+///   their own groups behind it in bulk, as it does for
+///   [`RunnableFifo`](crate::sched::RunnableFifo); each such task's poll is
+///   charged to its group when the requeues are pushed, and a task whose
+///   group left level 0 goes to its level then. Nothing reaches the
+///   scheduler in between, so the order is that of one `pop`, one charge
+///   and one `push` per poll.
+/// * Timing: `Las` asks for each poll's duration
+///   ([`wants_timing`](Scheduler::wants_timing)), so its queue reads the
+///   clock once per poll ([`SystemClock`](crate::clock::SystemClock): the
+///   TSC where it is invariant, read inline).
 ///
 /// # Starvation guard
 ///
@@ -329,20 +345,58 @@ impl Las {
         }
     }
 
-    /// Pushes `ids`, tasks of groups at level 0, behind level 0 in order
-    /// (the requeues of a run, [`batches`](Las::batches) only).
-    #[inline]
-    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>]) {
-        self.put_level0(ids.iter(), false);
+    /// The requeues of a run, in order: charges each task's own group with
+    /// its last poll's duration (`ns`, as [`charge`](Las::charge)), then
+    /// pushes it behind level 0 if its group stays there, else to its
+    /// level ([`batches`](Las::batches) only).
+    pub(crate) fn push_back_charged(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) {
+        let kept = self.keep_level0(ids, ns);
+        if let Order::Levels {
+            fifos, nonempty, ..
+        } = &mut self.order
+        {
+            // Every entry is live when batching: sequence number 0.
+            fifos[0].extend(ids[..kept].iter().map(|id| (0, id.get())));
+            if kept > 0 {
+                *nonempty |= 1;
+            }
+            self.len += kept;
+        }
+    }
+
+    /// [`push_back_charged`](Las::push_back_charged) for requeues that
+    /// become the next batch (level 0 being empty), and its first half:
+    /// those that stay at level 0 are moved to the start of `ids`, in
+    /// order, instead of being pushed; returns how many.
+    pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) -> usize {
+        let bound = self.level0_below;
+        let mut kept = 0;
+        let mut total = 0u64;
+        for (i, ns) in ns.iter().enumerate().take(ids.len()) {
+            let task = ids[i].get();
+            let ns = ns.get();
+            total = total.saturating_add(ns);
+            // The task's own group: `GroupId::task` of its index.
+            let g = task.index() as usize;
+            if g >= self.task_service.len() {
+                self.task_service.resize(g + 1, 0);
+            }
+            let s = &mut self.task_service[g];
+            *s = s.saturating_add(ns);
+            if *s < bound {
+                ids[kept].set(task);
+                kept += 1;
+            } else {
+                self.push(task, GroupId::task(task.index()));
+            }
+        }
+        self.queue_time = self.queue_time.saturating_add(total);
+        kept
     }
 
     /// Puts `ids` back in front of level 0, in order: undoes a
     /// [`take_front`](Las::take_front) of ids that were not run.
     pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
-        self.put_level0(ids.iter().rev(), true);
-    }
-
-    fn put_level0<'a>(&mut self, ids: impl Iterator<Item = &'a Cell<TaskId>>, front: bool) {
         debug_assert!(self.batches(), "tourbillon bug: a Las batch without levels");
         let Order::Levels {
             fifos, nonempty, ..
@@ -351,17 +405,12 @@ impl Las {
             return;
         };
         let fifo = &mut fifos[0];
-        let before = fifo.len();
         // Every entry is live when batching: sequence number 0.
-        if front {
-            fifo.reserve(ids.size_hint().0);
-            for id in ids {
-                fifo.push_front((0, id.get()));
-            }
-        } else {
-            fifo.extend(ids.map(|id| (0, id.get())));
+        fifo.reserve(ids.len());
+        for id in ids.iter().rev() {
+            fifo.push_front((0, id.get()));
         }
-        self.len += fifo.len() - before;
+        self.len += ids.len();
         if !fifo.is_empty() {
             *nonempty |= 1;
         }
@@ -604,13 +653,20 @@ mod tests {
         let got: Vec<u32> = buf.iter().map(|c| c.get().index()).collect();
         assert_eq!(got, vec![0, 1, 2]);
         assert_eq!(s.len(), 3);
-        // 0 ran and stays at level 0 (requeued behind); 1 and 2 go back.
-        assert!(s.charge(GroupId::task(0), 1_000));
-        s.put_front(&buf[1..]);
-        s.push_back_all(&buf[..1]);
-        assert!(!s.charge(GroupId::task(1), 100_000), "100 us: level 1");
+        // 0 and 1 ran: 0 stays at level 0 (requeued behind), 1 reaches
+        // level 1 (100 us); 2 goes back in front.
+        let ns = [Cell::new(1_000), Cell::new(100_000)];
+        s.put_front(&buf[2..]);
+        s.push_back_charged(&buf[..2], &ns);
         let order: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|x| x.index()).collect();
-        assert_eq!(order, vec![1, 2, 3, 4, 0, 5]);
+        assert_eq!(order, vec![2, 3, 4, 0, 1, 5]);
+        // Requeues that become the next batch: the ones that stay at
+        // level 0 are kept, in order; the others go to their levels.
+        let ids: Vec<Cell<TaskId>> = [7, 8, 9].map(|i| Cell::new(t(i))).into();
+        let ns = [Cell::new(10), Cell::new(200_000), Cell::new(20)];
+        assert_eq!(s.keep_level0(&ids, &ns), 2);
+        assert_eq!((ids[0].get(), ids[1].get()), (t(7), t(9)));
+        assert_eq!(s.pop(), Some(t(8)), "level 2");
         assert_eq!(s.len(), 0);
         // With level 0 empty, a batch is the one task `pop` picks.
         s.push(t(5), GroupId::task(5));

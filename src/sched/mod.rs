@@ -352,12 +352,14 @@ impl Front<'_> {
         }
     }
 
-    /// Pushes `ids` behind, in order.
+    /// Pushes `ids` behind, in order; on a `Las`, first charges each
+    /// task's own group with its poll's duration in `ns`
+    /// ([`Las::push_back_charged`]).
     #[inline]
-    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>]) {
+    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) {
         match self {
             Front::Fifo(f) => f.push_back_all(ids),
-            Front::Las(l) => l.push_back_all(ids),
+            Front::Las(l) => l.push_back_charged(ids, ns),
         }
     }
 
