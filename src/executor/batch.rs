@@ -168,7 +168,7 @@ impl Core {
     /// deque is empty), flushing them and taking a batch would move the
     /// same ids out and back: they are the next batch, in the same order
     /// (one task that yields in a loop takes this path at every poll).
-    #[inline(never)]
+    #[inline(always)]
     fn refill_after_requeues(&self, qs: &mut Queues, q: usize) -> usize {
         let held = &self.run.held;
         let Some(mut front) = qs.list[q].sched.front() else {
