@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
-use crate::clock::{duration_ns, Clock, ManualClock, SystemClock};
+use crate::clock::{duration_ns, Clock, ExecutorClock, ManualClock, SystemClock};
 use crate::config::{
     Config, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS, DEFAULT_MIN_RUN,
     MAX_QUEUES, MAX_SHARES,
@@ -89,7 +89,7 @@ pub struct Builder<K> {
     preemption: bool,
     min_run: Duration,
     panic_policy: PanicPolicy,
-    clock: Option<Box<dyn Clock>>,
+    clock: Option<ExecutorClock>,
     /// The clock set by [`Builder::clock`] is a [`ManualClock`].
     manual_clock: bool,
     pub(crate) read_clock_every_poll: Option<bool>,
@@ -294,7 +294,7 @@ impl<K: QueueKey> Builder<K> {
     /// [`BuilderExt::read_clock_every_poll`](crate::testing::BuilderExt::read_clock_every_poll)).
     pub fn clock<C: Clock>(mut self, clock: C) -> Self {
         self.manual_clock = TypeId::of::<C>() == TypeId::of::<ManualClock>();
-        self.clock = Some(Box::new(clock));
+        self.clock = Some(ExecutorClock::from_clock(clock));
         self
     }
 
@@ -340,7 +340,9 @@ impl<K: QueueKey> Builder<K> {
                 .map_or(u64::MAX, |(t, _)| duration_ns(*t)),
             per_poll_timing: self.latency || self.stall.is_some(),
         };
-        let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
+        let clock = self
+            .clock
+            .unwrap_or_else(|| ExecutorClock::System(SystemClock::new()));
         let report = self.stall.map(|(_, r)| r);
         let panics = Rc::new(PanicSink::new(self.panic_policy == PanicPolicy::Propagate));
         let queues = Queues::new(specs, self.base_slice, &panics);

@@ -1931,7 +1931,9 @@ fn lifecycle(ops: Vec<Op>, spy: bool, las_kind: u8, max_polls: u32) -> Result<()
         specs.push(if spy {
             let state = Rc::new(RefCell::new(SpyState {
                 name,
-                keeps_forgotten: !las,
+                // `RunnableFifo`, and `Las` with levels and no guard, keep
+                // the entry of a forgotten task until it is popped.
+                keeps_forgotten: !las || las_kind == 1,
                 ..SpyState::default()
             }));
             let inner = Rc::new(RefCell::new(inner));

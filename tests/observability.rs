@@ -247,7 +247,8 @@ fn latency_histograms_are_off_by_default() {
     assert_eq!(ex.queue_stats(0).unwrap().polls, 2);
 }
 
-// T7 and T8 together on one `RunnableFifo` queue, on the virtual clock read
+// T7 and T8 together on one `RunnableFifo` queue and on one `Las::new()`
+// queue (both requeue through the run's tail), on the virtual clock read
 // after every poll and behind `NotCheap` (read once per poll for the
 // observation, as the real clock): task A wakes itself during each of its
 // polls (ready again from the end of that poll) and completes in a 30 ms
@@ -256,14 +257,19 @@ fn latency_histograms_are_off_by_default() {
 // one stall names A, whose slot is gone by the time the poll is over.
 #[test]
 fn t7_t8_self_wakes_yields_and_a_completing_stall() {
-    for cheap in [true, false] {
+    for (cheap, las) in [(true, false), (false, false), (true, true), (false, true)] {
         let sim = Sim::new(1);
         sim.record_trace();
         let reports: Rc<RefCell<Vec<Stall>>> = Rc::default();
         let log = reports.clone();
+        let spec = if las {
+            tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::new())
+        } else {
+            tourbillon::QueueSpec::new(1)
+        };
         let ex = sim
             .builder_with(cheap)
-            .queue(0, 1)
+            .queue_with(0, spec)
             .latency_histograms(true)
             .stall_detector(Duration::from_millis(10), move |s| {
                 log.borrow_mut().push(s.clone())
@@ -301,22 +307,22 @@ fn t7_t8_self_wakes_yields_and_a_completing_stall() {
         sim.drive(&ex);
         assert!(a.is_finished() && b.is_finished());
         let trace = sim.take_trace();
-        assert_eq!(trace.len(), 10, "cheap {cheap}");
+        assert_eq!(trace.len(), 10, "cheap {cheap}, las {las}");
         let mut ready = [0u64; 2];
         let mut want = LatencyHistogram::new();
         for p in &trace {
             let t = p.task as usize;
-            assert!(p.start >= ready[t], "cheap {cheap}: {p:?}");
+            assert!(p.start >= ready[t], "cheap {cheap}, las {las}: {p:?}");
             want.record(Duration::from_nanos(p.start - ready[t]));
             ready[t] = p.end;
         }
         assert_eq!(
             ex.queue_stats(0).unwrap().wake_latency,
             want,
-            "cheap {cheap}"
+            "cheap {cheap}, las {las}"
         );
         let reports = reports.borrow();
-        assert_eq!(reports.len(), 1, "cheap {cheap}: {reports:?}");
+        assert_eq!(reports.len(), 1, "cheap {cheap}, las {las}: {reports:?}");
         assert_eq!(reports[0].task, a_id);
         assert_eq!(reports[0].name.as_deref(), Some("self-waker"));
         assert_eq!(reports[0].duration, Duration::from_millis(30));

@@ -112,6 +112,33 @@ impl Clock for SystemClock {
     }
 }
 
+/// The clock an executor reads: the built-in [`SystemClock`] (the crate's
+/// own code: read inline, without a virtual call or a panic boundary), or
+/// a clock given to [`Builder::clock`](crate::Builder::clock).
+pub(crate) enum ExecutorClock {
+    System(SystemClock),
+    User(Box<dyn Clock>),
+}
+
+impl ExecutorClock {
+    /// `clock` as the executor reads it: a [`SystemClock`] is recognised
+    /// by type.
+    pub(crate) fn from_clock<C: Clock>(clock: C) -> Self {
+        let mut slot = Some(clock);
+        if let Some(sys) =
+            (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<SystemClock>>()
+        {
+            if let Some(sys) = sys.take() {
+                return ExecutorClock::System(sys);
+            }
+        }
+        match slot {
+            Some(c) => ExecutorClock::User(Box::new(c)),
+            None => ExecutorClock::System(SystemClock::new()),
+        }
+    }
+}
+
 /// A virtual clock that only moves when told to: for deterministic tests and
 /// simulations. Clones share the same time. The executor reads it after
 /// every poll, so that runs end exactly at the first poll boundary after

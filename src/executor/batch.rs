@@ -15,6 +15,7 @@
 use super::core::Core;
 use super::queues::Queues;
 use super::run_state::HELD;
+use crate::sched::Front;
 use crate::task::id::TaskId;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
@@ -104,13 +105,13 @@ impl<'a> Held<'a> {
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
             self.core.flush_tail(&mut qs);
             let ids = &r.held.batch.0[pos..len];
-            match qs.list[self.q].sched.fifo() {
-                Some(fifo) => fifo.put_front(ids),
+            match qs.list[self.q].sched.front() {
+                Some(mut front) => front.put_front(ids),
                 // Any other scheduler hands out one id at a time, which the
                 // run polls before it asks again.
                 None => debug_assert!(
                     ids.is_empty(),
-                    "tourbillon bug: a batch of a non-FIFO queue"
+                    "tourbillon bug: a batch of a queue without a front"
                 ),
             }
         }
@@ -150,11 +151,14 @@ impl Core {
             .get()
             .expect("tourbillon bug: requeued tasks outside a run");
         let ids = &tail.ids.0[..n];
-        match qs.list[q].sched.fifo() {
-            Some(fifo) => fifo.push_back_all(ids),
-            // The run loop requeues through the tail only on a FIFO queue
-            // (`requeue_fifo`).
-            None => debug_assert!(ids.is_empty(), "tourbillon bug: a tail on a non-FIFO queue"),
+        match qs.list[q].sched.front() {
+            Some(mut front) => front.push_back_all(ids, &tail.ns.0[..n]),
+            // The run loop requeues through the tail only on a queue with
+            // a front (`requeue_tail`).
+            None => debug_assert!(
+                ids.is_empty(),
+                "tourbillon bug: a tail on a queue without a front"
+            ),
         }
     }
 
@@ -164,23 +168,30 @@ impl Core {
     /// deque is empty), flushing them and taking a batch would move the
     /// same ids out and back: they are the next batch, in the same order
     /// (one task that yields in a loop takes this path at every poll).
-    #[inline(never)]
+    #[inline(always)]
     fn refill_after_requeues(&self, qs: &mut Queues, q: usize) -> usize {
         let held = &self.run.held;
-        let Some(fifo) = qs.list[q].sched.fifo() else {
+        let Some(mut front) = qs.list[q].sched.front() else {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
         };
-        if !fifo.is_empty() {
+        if !front.is_empty() {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
         }
-        let n = held.tail.len.replace(0);
+        let mut n = held.tail.len.replace(0);
+        if let Front::Las(las) = &mut front {
+            n = las.keep_level0(&held.tail.ids.0[..n], &held.tail.ns.0[..n]);
+        }
         if n == 1 {
             // One task yielding in a loop: no copy loop (which compiles to
             // a `memcpy` call).
             held.batch.0[0].set(held.tail.ids.0[0].get());
             return 1;
+        }
+        if n == 0 {
+            // Every requeued task left level 0 of a `Las`.
+            return qs.list[q].sched.take_next(&held.batch.0);
         }
         for (dst, src) in held.batch.0.iter().zip(&held.tail.ids.0[..n]) {
             dst.set(src.get());
@@ -188,9 +199,24 @@ impl Core {
         n
     }
 
-    /// Requeues task `id` of the running `RunnableFifo` queue.
+    /// Requeues task `id` of the running batching `Las` queue, whose last
+    /// poll took `ns`, not yet charged to its own group: the charge and the
+    /// choice of its level happen when the tail is pushed.
     #[inline(always)]
-    pub(crate) fn requeue_fifo(&self, id: TaskId) {
+    pub(crate) fn requeue_tail_charged(&self, id: TaskId, ns: u64) {
+        let tail = &self.run.held.tail;
+        if tail.len() >= HELD {
+            // Not reached, as in `requeue_tail`.
+            self.flush_tail(&mut self.queues.borrow_mut());
+        }
+        tail.ns.0[tail.len() % HELD].set(ns);
+        self.requeue_tail(id);
+    }
+
+    /// Requeues task `id` behind the front of the running queue (a
+    /// `RunnableFifo`, or level 0 of a batching `Las`).
+    #[inline(always)]
+    pub(crate) fn requeue_tail(&self, id: TaskId) {
         let tail = &self.run.held.tail;
         let mut n = tail.len.get();
         if n >= HELD {

@@ -35,7 +35,7 @@ use super::core::{bump, Core};
 use super::queues::Queues;
 use crate::boundary;
 use crate::task::harness::{poll_task, Done, Next, Panics, Polled};
-use crate::task::id::TaskId;
+use crate::task::id::{GroupId, TaskId};
 use crate::task::raw::Finish;
 use crate::task::slab::Spurious;
 
@@ -56,11 +56,25 @@ struct RunMode {
     tell_polled: bool,
     /// A task runnable again goes behind through the run's tail.
     fifo_requeue: bool,
+    /// A batching `Las`: each poll is charged to the task's group here,
+    /// and a task runnable again at level 0 goes behind through the run's
+    /// tail.
+    las_requeue: bool,
     /// Nested in a host: each poll gets a tokio budget of its own.
     #[cfg(feature = "tokio")]
     own_budget: bool,
     /// The panic policy resumes panics out of the driver.
     propagate: bool,
+}
+
+/// What the running queue's scheduler asks of the run: per-poll durations
+/// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
+/// (`las`).
+#[derive(Clone, Copy)]
+struct SchedMode {
+    timing: bool,
+    tell_polled: bool,
+    las: bool,
 }
 
 /// Whether the run goes on after a poll.
@@ -177,39 +191,57 @@ impl Core {
     /// Runs queue `q` until a boundary ends the run. Returns `true` when
     /// the turn's budget is spent.
     ///
-    /// Two instances of one loop: the common one (a real clock read every
-    /// few polls, no per-poll timing or observation) has those branches
-    /// compiled out (about 9 instructions per headline task; callgrind),
-    /// and each instance has `poll_task` inlined.
+    /// Three instances of one loop, each with `poll_task` inlined: the
+    /// common one (a real clock read every few polls, no per-poll timing
+    /// or observation) has those branches compiled out (about 9
+    /// instructions per headline task; callgrind); the second times each
+    /// poll (a timing scheduler such as `Las`, or a cheap clock) without
+    /// observation; the third observes too (stall detector, latency
+    /// histograms).
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
     fn run_queue(&self, q: usize) -> bool {
-        let (sched_timing, tell_polled) = {
+        let (sched_timing, tell_polled, las) = {
             let mut qs = self.queues.borrow_mut();
-            qs.list[q].counters.runs += 1;
-            (qs.list[q].timing, !qs.list[q].sched.is_stateless())
+            let st = &mut qs.list[q];
+            st.counters.runs += 1;
+            let las = st.sched.batching_las().is_some();
+            (st.timing, !st.sched.is_stateless(), las)
         };
-        if sched_timing || self.cfg.per_poll_timing || self.cheap_clock {
-            self.run_queue_in::<true>(q, sched_timing, tell_polled)
+        let sched = SchedMode {
+            timing: sched_timing,
+            tell_polled,
+            las,
+        };
+        if self.cfg.per_poll_timing {
+            self.run_queue_in::<true, true>(q, sched)
+        } else if sched_timing || self.cheap_clock {
+            self.run_queue_in::<true, false>(q, sched)
         } else {
-            self.run_queue_in::<false>(q, false, tell_polled)
+            // A batching `Las` times its polls: never in this instance.
+            let sched = SchedMode {
+                timing: false,
+                tell_polled,
+                las: false,
+            };
+            self.run_queue_in::<false, false>(q, sched)
         }
     }
 
     /// The run of [`run_queue`](Self::run_queue): start, the polls, the
     /// end. With `PER_POLL` false, the caller has checked that no per-poll
-    /// clock read or observation is asked for.
+    /// clock read or observation is asked for; with `OBSERVE` false, that
+    /// no observation is.
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
-    fn run_queue_in<const PER_POLL: bool>(
+    fn run_queue_in<const PER_POLL: bool, const OBSERVE: bool>(
         &self,
         q: usize,
-        sched_timing: bool,
-        tell_polled: bool,
+        sched: SchedMode,
     ) -> bool {
         #[cfg(feature = "tracing")]
         let _run_span = self.run_span(q);
-        let mode = self.run_mode::<PER_POLL>(sched_timing, tell_polled);
+        let mode = self.run_mode::<PER_POLL, OBSERVE>(sched);
         bump(&self.counters.runs);
         self.start_run(q);
         // The poll marker of an enclosing task (nested executors), put back
@@ -221,13 +253,18 @@ impl Core {
         self.end_run(q, drained)
     }
 
-    /// What a run of a queue whose scheduler wants per-poll timing
-    /// (`sched_timing`) and `polled` calls (`tell_polled`) does per poll.
+    /// What a run of a queue whose scheduler is described by `sched` does
+    /// per poll.
     #[inline(always)]
-    fn run_mode<const PER_POLL: bool>(&self, sched_timing: bool, tell_polled: bool) -> RunMode {
+    fn run_mode<const PER_POLL: bool, const OBSERVE: bool>(&self, sched: SchedMode) -> RunMode {
+        let SchedMode {
+            timing: sched_timing,
+            tell_polled,
+            las,
+        } = sched;
         // Per-poll durations: for a timing scheduler, the stall detector
         // and the latency histograms.
-        let observe = PER_POLL && self.cfg.per_poll_timing;
+        let observe = PER_POLL && OBSERVE && self.cfg.per_poll_timing;
         let defer_yields = self.nested.get();
         RunMode {
             observe,
@@ -244,6 +281,9 @@ impl Core {
             // task runnable again, woken or yielded, goes behind the queued
             // ones through the run's tail.
             fifo_requeue: !(tell_polled || defer_yields),
+            // The same condition for a batching `Las`, whose polls are
+            // charged in the run loop (`requeue_las`).
+            las_requeue: las && !defer_yields,
             #[cfg(feature = "tokio")]
             own_budget: defer_yields,
             propagate: self.panics.propagates(),
@@ -324,12 +364,12 @@ impl Core {
             // read): the panics of the task's end go to the sink in the
             // order they happened.
             Polled::Done => self.report_panics_of(done),
-            Polled::Pending(_) => {}
+            Polled::Pending(..) => {}
         }
         r.second_site.set(!site);
         let elapsed = self.count_poll(q, mode, start, poll_start);
         if let Some(before) = observed {
-            let again = matches!(polled, Polled::Pending(n) if n != Next::Wait);
+            let again = matches!(polled, Polled::Pending(n, _) if n != Next::Wait);
             self.observe_after(q, id, before, again, start, elapsed.unwrap_or(0));
         }
         if let Step::EndRun = self.after_poll(q, id, polled, mode, elapsed, done) {
@@ -403,19 +443,36 @@ impl Core {
         elapsed: Option<u64>,
         done: &mut Option<Done>,
     ) -> Step {
-        let sched_elapsed = elapsed
-            .filter(|_| mode.sched_timing)
-            .map(Duration::from_nanos);
+        // Only where a scheduler call takes it: a `Duration` made per poll
+        // costs about 10 instructions (callgrind).
+        let sched_elapsed = || {
+            elapsed
+                .filter(|_| mode.sched_timing)
+                .map(Duration::from_nanos)
+        };
         match polled {
             // Waiting for a wake, and no `polled` to tell: nothing to do.
-            Polled::Pending(Next::Wait) if !mode.tell_polled => {}
-            Polled::Pending(_) if mode.fifo_requeue => self.requeue_fifo(id),
-            Polled::Pending(next) => {
-                self.pending_again(q, id, next, sched_elapsed, mode.tell_polled);
+            Polled::Pending(Next::Wait, _) if !mode.tell_polled => {}
+            Polled::Pending(..) if mode.fifo_requeue => self.requeue_tail(id),
+            // Runnable again, in its own group: charged when the tail is
+            // pushed (`Tail`).
+            Polled::Pending(next, true) if mode.las_requeue && next != Next::Wait => {
+                self.requeue_tail_charged(id, elapsed.unwrap_or(0));
+            }
+            Polled::Pending(next, own_group) if mode.las_requeue => {
+                let group = if own_group {
+                    GroupId::task(id.index())
+                } else {
+                    self.tasks.borrow().group_of_id(id)
+                };
+                self.charge_las(q, id, group, next, elapsed.unwrap_or(0));
+            }
+            Polled::Pending(next, _) => {
+                self.pending_again(q, id, next, sched_elapsed(), mode.tell_polled);
             }
             Polled::Done => {
                 if let Some(done) = done.take() {
-                    self.finish(id, done, sched_elapsed, true);
+                    self.finish(id, done, sched_elapsed(), true);
                     if self.panics.holds() {
                         // Resumed out of the driver (`Propagate`).
                         return Step::EndRun;
@@ -475,6 +532,27 @@ impl Core {
         }
         if defer {
             self.deferred.borrow_mut().push(id);
+        }
+    }
+
+    /// A poll of task `id`, of `group`, of the running batching `Las` queue
+    /// `q` took `ns`, charged here: the task waits, or belongs to a keyed
+    /// group (whose service other tasks' requeues depend on). A task
+    /// runnable again is pushed to its level, after the run's tail (which
+    /// was requeued before it).
+    #[inline(never)]
+    fn charge_las(&self, q: usize, id: TaskId, group: GroupId, next: Next, ns: u64) {
+        let mut qs = self.queues.borrow_mut();
+        let requeue = next != Next::Wait;
+        if requeue {
+            self.flush_tail(&mut qs);
+        }
+        let Some(las) = qs.list[q].sched.batching_las() else {
+            unreachable!("tourbillon bug: las_requeue on a queue that does not batch a Las");
+        };
+        let _ = las.charge(group, ns);
+        if requeue {
+            crate::sched::Scheduler::push(las, id, group);
         }
     }
 

@@ -127,8 +127,8 @@ pub(crate) struct HeldIds {
     /// neither initialises nor moves them (a run of one poll, as in a
     /// ping-pong, would pay about 90 instructions for that; callgrind).
     pub(crate) batch: Batch,
-    /// Tasks of the running `RunnableFifo` queue requeued by the run and
-    /// not yet pushed to the deque.
+    /// Tasks of the running queue (a `RunnableFifo`, or a batching `Las`)
+    /// requeued by the run and not yet pushed to its scheduler.
     pub(crate) tail: Tail,
 }
 
@@ -157,10 +157,28 @@ impl Default for Batch {
 /// and when the run ends or unwinds (`Held`). They are tasks of the
 /// running queue (the run pushes them before it ends), so the queue is not
 /// stored.
+///
+/// On a batching `Las` queue the tail also holds, per task, the duration of
+/// its last poll, charged to its own group when the tail is pushed
+/// (`Las::push_back_charged`): the level the task goes to is decided then,
+/// and since nothing reaches the scheduler before the tail does, that is
+/// the order of a charge and a push per poll.
 #[derive(Debug, Default)]
 pub(crate) struct Tail {
     pub(crate) ids: Batch,
+    /// Uncharged poll durations (ns), on a batching `Las` queue.
+    pub(crate) ns: Durations,
     pub(crate) len: Cell<usize>,
+}
+
+/// Poll durations in `Cell`s, one per tail entry.
+#[derive(Debug)]
+pub(crate) struct Durations(pub(crate) [Cell<u64>; HELD]);
+
+impl Default for Durations {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| Cell::new(0)))
+    }
 }
 
 impl Tail {

@@ -10,6 +10,7 @@
 //! The structure, its cost and the starvation guard are documented on
 //! [`Las`].
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
@@ -32,16 +33,32 @@ use crate::task::id::{GroupId, TaskId};
 ///   Push and pop are O(log n). This is exact LAS on the keys (the key of a
 ///   waiting task is stale by what its group's other tasks received since it
 ///   was pushed; that only favours tasks already waiting).
-/// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the key is a level of attained service
-///   (log2 steps above `q0`); one FIFO per level and a `BinaryHeap` of the
-///   non-empty levels, so push and pop cost O(1) plus a heap of at most
-///   `levels` entries.
+/// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
+///   key is a level of attained service (log2 steps above `q0`); one FIFO
+///   per level and a bitmap of the non-empty levels, so push and pop are
+///   O(1).
 /// * Per-group service in two vectors indexed by the dense
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
 /// * Lazy deletion: a task forgotten while queued (aborted) or served by the
-///   starvation guard leaves its heap entry behind; it is skipped when it
-///   surfaces, recognised by a per-task sequence number.
+///   starvation guard leaves its entry behind. With exact keys or a guard
+///   it is skipped when it surfaces, recognised by a per-task sequence
+///   number; with levels and no guard, nothing else leaves entries behind,
+///   so no sequence numbers are kept: the entry is handed out, and the
+///   executor skips it (its task has ended).
+/// * The run loop's batch path (quantized keys, no guard): level 0 is a
+///   FIFO that no push can overtake (a push never goes below level 0), so
+///   the executor takes its ids 64 at a time and requeues the tasks of
+///   their own groups behind it in bulk, as it does for
+///   [`RunnableFifo`](crate::sched::RunnableFifo); each such task's poll is
+///   charged to its group when the requeues are pushed, and a task whose
+///   group left level 0 goes to its level then. Nothing reaches the
+///   scheduler in between, so the order is that of one `pop`, one charge
+///   and one `push` per poll.
+/// * Timing: `Las` asks for each poll's duration
+///   ([`wants_timing`](Scheduler::wants_timing)), so its queue reads the
+///   clock once per poll ([`SystemClock`](crate::clock::SystemClock): the
+///   TSC where it is invariant, read inline).
 ///
 /// # Starvation guard
 ///
@@ -82,6 +99,14 @@ pub struct Las {
     len: usize,
     /// Service this queue received so far: the guard's clock.
     queue_time: u64,
+    /// Service below which a group is at level 0 (`q0`; 0 for exact keys,
+    /// which have no levels).
+    level0_below: u64,
+    /// Quantized keys and no guard ([`batches`](Las::batches)): entries
+    /// are never skipped, so no per-task sequence numbers are kept; an
+    /// entry of a forgotten task stays (and counts in `len`) until popped,
+    /// and the executor skips it (its id is stale).
+    batching: bool,
     guard: Option<Guard>,
 }
 
@@ -90,11 +115,12 @@ pub struct Las {
 enum Order {
     /// `(service at push, sequence, task)`, least first.
     Exact(BinaryHeap<Reverse<(u64, u64, TaskId)>>),
-    /// One FIFO per level and a heap of the non-empty levels.
+    /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
+    /// set: level `l` holds an entry, live or not).
     Levels {
         q0_ns: u64,
         fifos: Vec<VecDeque<(u64, TaskId)>>,
-        nonempty: BinaryHeap<Reverse<u8>>,
+        nonempty: u64,
     },
 }
 
@@ -150,6 +176,8 @@ impl Las {
             next_seq: 0,
             len: 0,
             queue_time: 0,
+            level0_below: 0,
+            batching: false,
             guard: None,
         }
     }
@@ -174,8 +202,10 @@ impl Las {
             order: Order::Levels {
                 q0_ns,
                 fifos: (0..levels).map(|_| VecDeque::new()).collect(),
-                nonempty: BinaryHeap::new(),
+                nonempty: 0,
             },
+            level0_below: q0_ns,
+            batching: true,
             ..Self::exact()
         }
     }
@@ -183,6 +213,7 @@ impl Las {
     /// Serves a task first once it has waited `max_wait` of this queue's
     /// service time (see the starvation guard above).
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.batching = false;
         self.guard = Some(Guard {
             max_wait_ns: max_wait.as_nanos().min(u64::MAX as u128) as u64,
             arrivals: VecDeque::new(),
@@ -192,12 +223,17 @@ impl Las {
 
     /// Attained service of `group` in this queue.
     pub fn service(&self, group: GroupId) -> Duration {
+        Duration::from_nanos(self.service_ns(group))
+    }
+
+    #[inline]
+    fn service_ns(&self, group: GroupId) -> u64 {
         let table = if group.is_task_group() {
             &self.task_service
         } else {
             &self.group_service
         };
-        Duration::from_nanos(table.get(group.index()).copied().unwrap_or(0))
+        table.get(group.index()).copied().unwrap_or(0)
     }
 
     fn service_mut(&mut self, group: GroupId) -> &mut u64 {
@@ -213,15 +249,184 @@ impl Las {
         &mut table[i]
     }
 
-    /// Whether `(seq, task)` is the live entry of a queued task.
+    /// Whether `(seq, task)` is the live entry of a queued task (every
+    /// entry is, when [`batching`](Las::batches)).
     fn is_live(&self, seq: u64, task: TaskId) -> bool {
-        self.queued.get(task.index() as usize) == Some(&seq)
+        self.batching || self.queued.get(task.index() as usize) == Some(&seq)
     }
 
     fn take(&mut self, task: TaskId) -> TaskId {
-        self.queued[task.index() as usize] = 0;
+        if !self.batching {
+            self.queued[task.index() as usize] = 0;
+        }
         self.len -= 1;
         task
+    }
+
+    /// The sequence number of a new entry of `task` (0 when
+    /// [`batching`](Las::batches), which keeps none).
+    #[inline]
+    fn enter(&mut self, task: TaskId) -> u64 {
+        self.len += 1;
+        if self.batching {
+            return 0;
+        }
+        self.next_seq += 1;
+        let i = task.index() as usize;
+        if i >= self.queued.len() {
+            self.queued.resize(i + 1, 0);
+        }
+        debug_assert_eq!(self.queued[i], 0, "{task:?} pushed twice");
+        self.queued[i] = self.next_seq;
+        self.next_seq
+    }
+}
+
+/// The run loop's batch path (`executor::batch`), as for
+/// [`RunnableFifo`](crate::sched::RunnableFifo): with quantized keys and no
+/// starvation guard, level 0 is a FIFO that nothing can overtake (a push
+/// never goes below level 0), so the run loop takes its ids in batches,
+/// charges each poll with [`charge`](Las::charge), and requeues a task
+/// still at level 0 behind in bulk. The order is exactly that of one `pop`
+/// and one `push` per poll.
+impl Las {
+    /// Whether the run loop may batch level 0: quantized keys and no
+    /// guard (which serves by arrival, across levels).
+    #[inline]
+    pub(crate) fn batches(&self) -> bool {
+        self.batching
+    }
+
+    /// Moves the next ids into `buf` in order and returns how many: up to
+    /// `buf.len()` live ids of level 0 when [`batches`](Las::batches) and
+    /// level 0 holds any, else the one id [`pop`](Scheduler::pop) returns.
+    #[inline]
+    pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
+        if !self.batches() || self.front_is_empty() {
+            return match self.pop() {
+                Some(id) => {
+                    buf[0].set(id);
+                    1
+                }
+                None => 0,
+            };
+        }
+        let Order::Levels {
+            fifos, nonempty, ..
+        } = &mut self.order
+        else {
+            return 0;
+        };
+        // Every entry is live when batching (see `batching`).
+        let fifo = &mut fifos[0];
+        let n = fifo.len().min(buf.len());
+        let (a, b) = fifo.as_slices();
+        let first = n.min(a.len());
+        for (dst, &(_, task)) in buf[..first].iter().zip(a) {
+            dst.set(task);
+        }
+        for (dst, &(_, task)) in buf[first..n].iter().zip(b) {
+            dst.set(task);
+        }
+        fifo.drain(..n);
+        if fifo.is_empty() {
+            *nonempty &= !1;
+        }
+        self.len -= n;
+        n
+    }
+
+    /// Whether level 0 holds no entry (always, for exact keys).
+    #[inline]
+    pub(crate) fn front_is_empty(&self) -> bool {
+        match &self.order {
+            Order::Levels { nonempty, .. } => nonempty & 1 == 0,
+            Order::Exact(_) => true,
+        }
+    }
+
+    /// The requeues of a run, in order: charges each task's own group with
+    /// its last poll's duration (`ns`, as [`charge`](Las::charge)), then
+    /// pushes it behind level 0 if its group stays there, else to its
+    /// level ([`batches`](Las::batches) only).
+    pub(crate) fn push_back_charged(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) {
+        let kept = self.keep_level0(ids, ns);
+        if let Order::Levels {
+            fifos, nonempty, ..
+        } = &mut self.order
+        {
+            // Every entry is live when batching: sequence number 0.
+            fifos[0].extend(ids[..kept].iter().map(|id| (0, id.get())));
+            if kept > 0 {
+                *nonempty |= 1;
+            }
+            self.len += kept;
+        }
+    }
+
+    /// [`push_back_charged`](Las::push_back_charged) for requeues that
+    /// become the next batch (level 0 being empty), and its first half:
+    /// those that stay at level 0 are moved to the start of `ids`, in
+    /// order, instead of being pushed; returns how many.
+    pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) -> usize {
+        let bound = self.level0_below;
+        let mut kept = 0;
+        let mut total = 0u64;
+        for (i, ns) in ns.iter().enumerate().take(ids.len()) {
+            let task = ids[i].get();
+            let ns = ns.get();
+            total = total.saturating_add(ns);
+            // The task's own group: `GroupId::task` of its index.
+            let g = task.index() as usize;
+            if g >= self.task_service.len() {
+                self.task_service.resize(g + 1, 0);
+            }
+            let s = &mut self.task_service[g];
+            *s = s.saturating_add(ns);
+            if *s < bound {
+                ids[kept].set(task);
+                kept += 1;
+            } else {
+                self.push(task, GroupId::task(task.index()));
+            }
+        }
+        self.queue_time = self.queue_time.saturating_add(total);
+        kept
+    }
+
+    /// Puts `ids` back in front of level 0, in order: undoes a
+    /// [`take_front`](Las::take_front) of ids that were not run.
+    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
+        debug_assert!(self.batches(), "tourbillon bug: a Las batch without levels");
+        let Order::Levels {
+            fifos, nonempty, ..
+        } = &mut self.order
+        else {
+            return;
+        };
+        let fifo = &mut fifos[0];
+        // Every entry is live when batching: sequence number 0.
+        fifo.reserve(ids.len());
+        for id in ids.iter().rev() {
+            fifo.push_front((0, id.get()));
+        }
+        self.len += ids.len();
+        if !fifo.is_empty() {
+            *nonempty |= 1;
+        }
+    }
+
+    /// Charges a poll of `ns` to `group` ([`polled`](Scheduler::polled)
+    /// without the `Duration`) and returns whether the group stays at
+    /// level 0, so that its task, if runnable again, goes behind level 0.
+    #[inline]
+    pub(crate) fn charge(&mut self, group: GroupId, ns: u64) -> bool {
+        let bound = self.level0_below;
+        let s = self.service_mut(group);
+        *s = s.saturating_add(ns);
+        let stays = *s < bound;
+        self.queue_time = self.queue_time.saturating_add(ns);
+        stays
     }
 }
 
@@ -233,16 +438,8 @@ impl Default for Las {
 
 impl Scheduler for Las {
     fn push(&mut self, task: TaskId, group: GroupId) {
-        let key = *self.service_mut(group);
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        let i = task.index() as usize;
-        if i >= self.queued.len() {
-            self.queued.resize(i + 1, 0);
-        }
-        debug_assert_eq!(self.queued[i], 0, "{task:?} pushed twice");
-        self.queued[i] = seq;
-        self.len += 1;
+        let key = self.service_ns(group);
+        let seq = self.enter(task);
         match &mut self.order {
             Order::Exact(heap) => heap.push(Reverse((key, seq, task))),
             Order::Levels {
@@ -250,10 +447,12 @@ impl Scheduler for Las {
                 fifos,
                 nonempty,
             } => {
-                let l = level(key, *q0_ns, fifos.len());
-                if fifos[l].is_empty() {
-                    nonempty.push(Reverse(l as u8));
-                }
+                let l = if key < self.level0_below {
+                    0
+                } else {
+                    level(key, *q0_ns, fifos.len())
+                };
+                *nonempty |= 1 << l;
                 fifos[l].push_back((seq, task));
             }
         }
@@ -287,11 +486,14 @@ impl Scheduler for Las {
                 Order::Levels {
                     fifos, nonempty, ..
                 } => {
-                    let &Reverse(l) = nonempty.peek()?;
-                    let fifo = &mut fifos[l as usize];
+                    if *nonempty == 0 {
+                        return None;
+                    }
+                    let l = nonempty.trailing_zeros() as usize;
+                    let fifo = &mut fifos[l];
                     let entry = fifo.pop_front().expect("a non-empty level");
                     if fifo.is_empty() {
-                        nonempty.pop();
+                        *nonempty &= !(1 << l);
                     }
                     entry
                 }
@@ -318,13 +520,15 @@ impl Scheduler for Las {
         _finished: bool,
     ) {
         if let Some(d) = elapsed {
-            let ns = d.as_nanos().min(u64::MAX as u128) as u64;
-            *self.service_mut(group) += ns;
-            self.queue_time += ns;
+            self.charge(group, d.as_nanos().min(u64::MAX as u128) as u64);
         }
     }
 
     fn forget(&mut self, task: TaskId, _group: GroupId) {
+        if self.batching {
+            // The entry stays until popped (see `batching`).
+            return;
+        }
         let i = task.index() as usize;
         if self.queued.get(i).is_some_and(|&s| s != 0) {
             self.take(task);
@@ -396,22 +600,85 @@ mod tests {
         assert_eq!(level(399, 100, 16), 2);
         assert_eq!(level(400, 100, 16), 3);
         assert_eq!(level(u64::MAX, 100, 16), 15);
-        let mut s = Las::quantized(Duration::from_micros(100), 16);
-        // Tasks 0 and 1 at level 0 (50 us, 0 us), task 2 at level 1 (150 us),
-        // task 3 at level 3 (450 us).
-        let us = |n| Some(Duration::from_micros(n));
-        s.polled(t(0), GroupId::task(0), us(50), false);
-        s.polled(t(2), GroupId::task(2), us(150), false);
-        s.polled(t(3), GroupId::task(3), us(450), false);
-        for i in [3, 2, 0, 1] {
+        // Without a guard the structure batches: a forgotten entry stays
+        // until popped (the executor skips its stale id); with one, it is
+        // skipped here.
+        for guarded in [false, true] {
+            let mut s = Las::quantized(Duration::from_micros(100), 16);
+            if guarded {
+                s = s.max_wait(Duration::from_secs(3600));
+            }
+            assert_eq!(s.batches(), !guarded);
+            // Tasks 0 and 1 at level 0 (50 us, 0 us), task 2 at level 1
+            // (150 us), task 3 at level 3 (450 us).
+            let us = |n| Some(Duration::from_micros(n));
+            s.polled(t(0), GroupId::task(0), us(50), false);
+            s.polled(t(2), GroupId::task(2), us(150), false);
+            s.polled(t(3), GroupId::task(3), us(450), false);
+            for i in [3, 2, 0, 1] {
+                s.push(t(i), GroupId::task(i));
+            }
+            s.forget(t(2), GroupId::task(2));
+            let order: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|x| x.index()).collect();
+            // Level 0 in push order (0 before 1 although 0 has more
+            // service), then level 1, then level 3.
+            let expected = if guarded {
+                vec![0, 1, 3]
+            } else {
+                vec![0, 1, 2, 3]
+            };
+            assert_eq!(order, expected);
+            assert_eq!(s.len(), 0);
+        }
+    }
+
+    /// The run loop's batch path takes level 0 in order, puts back in
+    /// front, and requeues behind: the order of one pop and one push each.
+    #[test]
+    fn level0_batches_keep_push_order() {
+        let mut s = Las::new();
+        for i in 0..5 {
             s.push(t(i), GroupId::task(i));
         }
-        s.forget(t(2), GroupId::task(2));
+        // Task 5 is at level 2: behind every level-0 task.
+        s.polled(
+            t(5),
+            GroupId::task(5),
+            Some(Duration::from_micros(250)),
+            false,
+        );
+        s.push(t(5), GroupId::task(5));
+        let buf: Vec<Cell<TaskId>> = (0..3).map(|_| Cell::new(t(99))).collect();
+        assert_eq!(s.take_front(&buf), 3);
+        let got: Vec<u32> = buf.iter().map(|c| c.get().index()).collect();
+        assert_eq!(got, vec![0, 1, 2]);
+        assert_eq!(s.len(), 3);
+        // 0 and 1 ran: 0 stays at level 0 (requeued behind), 1 reaches
+        // level 1 (100 us); 2 goes back in front.
+        let ns = [Cell::new(1_000), Cell::new(100_000)];
+        s.put_front(&buf[2..]);
+        s.push_back_charged(&buf[..2], &ns);
         let order: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|x| x.index()).collect();
-        // Level 0 in push order (0 before 1 although 0 has more service),
-        // then level 3; the forgotten task is skipped.
-        assert_eq!(order, vec![0, 1, 3]);
+        assert_eq!(order, vec![2, 3, 4, 0, 1, 5]);
+        // Requeues that become the next batch: the ones that stay at
+        // level 0 are kept, in order; the others go to their levels.
+        let ids: Vec<Cell<TaskId>> = [7, 8, 9].map(|i| Cell::new(t(i))).into();
+        let ns = [Cell::new(10), Cell::new(200_000), Cell::new(20)];
+        assert_eq!(s.keep_level0(&ids, &ns), 2);
+        assert_eq!((ids[0].get(), ids[1].get()), (t(7), t(9)));
+        assert_eq!(s.pop(), Some(t(8)), "level 2");
         assert_eq!(s.len(), 0);
+        // With level 0 empty, a batch is the one task `pop` picks.
+        s.push(t(5), GroupId::task(5));
+        s.push(t(6), GroupId::task(6));
+        s.polled(
+            t(6),
+            GroupId::task(6),
+            Some(Duration::from_micros(150)),
+            false,
+        );
+        assert_eq!(s.take_front(&buf), 1);
+        assert_eq!(buf[0].get(), t(6), "level 1 before level 2");
     }
 
     #[test]

@@ -285,13 +285,15 @@ impl QueueScheduler {
     }
     /// Takes the next tasks to run into `buf`, in order, and returns how
     /// many: a batch from a `RunnableFifo` (its order is fixed at push
-    /// time), one task from any other scheduler (whose choice may change
-    /// with every push).
+    /// time) or from level 0 of a batching `Las` ([`Las::batches`]), one
+    /// task from any other scheduler (whose choice may change with every
+    /// push).
     #[inline(always)]
     pub(crate) fn take_next(&mut self, buf: &[Cell<TaskId>]) -> usize {
         match self {
             QueueScheduler::Fifo(f) => f.take_front(buf),
-            _ => match self.pop() {
+            QueueScheduler::Las(l) => l.take_front(buf),
+            QueueScheduler::Custom(_) => match self.pop() {
                 Some(id) => {
                     buf[0].set(id);
                     1
@@ -300,15 +302,26 @@ impl QueueScheduler {
             },
         }
     }
-    /// The queue's `RunnableFifo`, if that is its scheduler: the one whose
-    /// order is fixed at push time, so that the run loop may take ids in
-    /// batches ([`take_next`](Self::take_next)), give back those it did not
-    /// run (`RunnableFifo::put_front`) and requeue in bulk
-    /// (`RunnableFifo::push_back_all`).
+    /// The front of the queue, if the run loop may take ids from it in
+    /// batches ([`take_next`](Self::take_next)), give back those it did
+    /// not run ([`Front::put_front`]) and requeue in bulk
+    /// ([`Front::push_back_all`]): a `RunnableFifo`, or the level 0 of a
+    /// batching `Las`.
     #[inline(always)]
-    pub(crate) fn fifo(&mut self) -> Option<&mut RunnableFifo> {
+    pub(crate) fn front(&mut self) -> Option<Front<'_>> {
         match self {
-            QueueScheduler::Fifo(f) => Some(f),
+            QueueScheduler::Fifo(f) => Some(Front::Fifo(f)),
+            QueueScheduler::Las(l) if l.batches() => Some(Front::Las(l)),
+            _ => None,
+        }
+    }
+    /// The queue's `Las`, if that is its scheduler and it batches
+    /// ([`Las::batches`]): the run loop charges its polls
+    /// ([`Las::charge`]) and requeues through its batch path.
+    #[inline(always)]
+    pub(crate) fn batching_las(&mut self) -> Option<&mut Las> {
+        match self {
+            QueueScheduler::Las(l) if l.batches() => Some(l),
             _ => None,
         }
     }
@@ -318,5 +331,43 @@ impl QueueScheduler {
     #[inline]
     pub(crate) fn group_ended(&mut self, group: GroupId) {
         dispatch!(self, s => s.group_ended(group))
+    }
+}
+
+/// The batch end of a queue's scheduler ([`QueueScheduler::front`]): where
+/// the run loop's batches come from and its requeues go.
+pub(crate) enum Front<'a> {
+    Fifo(&'a mut RunnableFifo),
+    /// Level 0 of a batching `Las`.
+    Las(&'a mut Las),
+}
+
+impl Front<'_> {
+    /// Whether the front holds no id.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Front::Fifo(f) => f.is_empty(),
+            Front::Las(l) => l.front_is_empty(),
+        }
+    }
+
+    /// Pushes `ids` behind, in order; on a `Las`, first charges each
+    /// task's own group with its poll's duration in `ns`
+    /// ([`Las::push_back_charged`]).
+    #[inline]
+    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) {
+        match self {
+            Front::Fifo(f) => f.push_back_all(ids),
+            Front::Las(l) => l.push_back_charged(ids, ns),
+        }
+    }
+
+    /// Puts `ids` back in front, in order.
+    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
+        match self {
+            Front::Fifo(f) => f.put_front(ids),
+            Front::Las(l) => l.put_front(ids),
+        }
     }
 }

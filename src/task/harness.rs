@@ -41,9 +41,11 @@ pub(crate) enum Polled {
     /// The id is stale (the task ended): nothing was polled.
     Stale,
     /// The task is still pending; the [`Next`] says what the run loop does
-    /// with it. (Its group, which only a scheduler other than
-    /// `RunnableFifo` needs, is looked up there: [`TaskSlab::group_of_id`].)
-    Pending(Next),
+    /// with it; the flag says whether its group is its own
+    /// ([`GroupId::task`](crate::task::id::GroupId::task) of its index), so
+    /// that a scheduler that needs the group (not `RunnableFifo`) is told
+    /// it without a lookup ([`TaskSlab::group_of_id`] for a keyed one).
+    Pending(Next, bool),
     /// The task ended; its record is in the caller's slot.
     Done,
 }
@@ -321,6 +323,7 @@ fn settle_pending<S: Schedule>(
     // without borrowing the slab again.
     let header = unsafe { raw.header_unbound() };
     let mut st = header.state();
+    let own_group = !st.is_keyed();
     let next = match st.transition_to_idle(yielded) {
         TransitionToIdle::Cancel => {
             // Aborted during its own poll: drop it now, unpolled.
@@ -335,7 +338,7 @@ fn settle_pending<S: Schedule>(
         TransitionToIdle::Yield => Next::Yield,
     };
     header.set_state(st);
-    Polled::Pending(next)
+    Polled::Pending(next, own_group)
 }
 
 /// Cancels an aborted task that is not running, at a poll boundary.
@@ -439,7 +442,7 @@ mod tests {
         let id = oid.id();
         let (scope, mut done) = (Scope::default(), None);
         let polled = poll_task(&cell, id, false, false, &mut done, &scope);
-        assert_eq!(polled, Polled::Pending(Next::Wait));
+        assert_eq!(polled, Polled::Pending(Next::Wait, true));
         let waker = slot
             .lock()
             .unwrap()
@@ -559,7 +562,7 @@ mod tests {
                 &WakeInPoll(&scope, &cell),
             )
         };
-        assert_eq!(polled, Polled::Pending(Next::Requeue));
+        assert_eq!(polled, Polled::Pending(Next::Requeue, true));
         let polled = {
             struct Yields<'a>(&'a Scope);
             impl PollScope for Yields<'_> {
@@ -573,7 +576,7 @@ mod tests {
             }
             poll_task(&cell, id, false, false, &mut done, &Yields(&scope))
         };
-        assert_eq!(polled, Polled::Pending(Next::Yield));
+        assert_eq!(polled, Polled::Pending(Next::Yield, true));
         assert_eq!(
             poll_task(&cell, id, false, false, &mut done, &scope),
             Polled::Done
@@ -628,7 +631,7 @@ mod tests {
             let cell = RefCell::new(s);
             let mut done = None;
             let polled = poll_task(&cell, a, true, second_site, &mut done, &Scope::default());
-            assert_eq!(polled, Polled::Pending(Next::Wait));
+            assert_eq!(polled, Polled::Pending(Next::Wait, true));
             assert!(done.is_none());
             // Runnable again, as a wake would leave it.
             cell.borrow()
