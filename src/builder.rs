@@ -140,15 +140,14 @@ impl<K: QueueKey> Builder<K> {
     /// before each poll and a histogram record after it. On the headline
     /// workload of near-empty polls (`cargo bench --bench overhead`,
     /// 50,000 tasks x 5 yields on one `RunnableFifo` queue), the
-    /// histograms and a stall detector together make the run about twice
-    /// as long as the same run without them (median 2.01x, 1.57x to 2.15x
-    /// over eight runs; 2-vCPU Xeon VM, TSC clock, 2026-11-25). Two thirds
-    /// of the difference are the clock reads, 7 per task (`perf record`
-    /// of `overhead_profile observe 40`: `SystemClock::now_ns`, nearly all
-    /// of it its `rdtsc`, takes a third of the cycles; a loop of `rdtsc`
-    /// takes 7.4 ns a read on that VM). `valgrind --tool=callgrind` counts
-    /// 2,311 instructions per task against 1,311 without them
-    /// (`overhead_profile observe 3` and `3 5 1 fresh`, PROFILING.md).
+    /// histograms and a stall detector together make the run 1.64x to
+    /// 1.85x as long as the same run without them (medians of five runs,
+    /// median 1.80x; 2-vCPU Xeon VM, TSC clock, 2026-11-25): about 75 ns
+    /// more per task, of which the 7 clock reads take about 52 (a loop of
+    /// `rdtsc` takes 7.4 ns a read on that VM). `valgrind
+    /// --tool=callgrind` counts 2,206 instructions per task against 1,317
+    /// without them (`overhead_profile observe 3` and `3 5 1 fresh`,
+    /// PROFILING.md).
     /// Polls that do real work make the share smaller.
     ///
     /// ```
