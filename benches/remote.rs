@@ -872,8 +872,60 @@ impl Report {
 
 // ---------------------------------------------------------------------------
 
+/// `profile N`: the remote spawn path on one thread, for callgrind. The
+/// main thread spawns `N` tasks through a `RemoteSpawner`
+/// ([`profile_spawn`]), then the executor takes and runs them all
+/// ([`profile_exec`], `run_until_stalled`), then the handles are read
+/// ([`profile_join`]). Each function is a `--toggle-collect` target:
+/// `valgrind --tool=callgrind --toggle-collect='remote::profile_exec' $B
+/// profile 100000`, Ir / N = the executor's instructions per remote task.
+fn profile(n: usize) {
+    let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+    let remote = ex.remote_spawner();
+    let hs = profile_spawn(&remote, n);
+    let polls = profile_exec(&ex);
+    let sum = profile_join(hs);
+    assert_eq!(polls as usize, n);
+    assert_eq!(sum, n * (n - 1) / 2);
+    println!("profile: {n} remote tasks spawned, run and joined");
+}
+
+#[inline(never)]
+fn profile_spawn(
+    remote: &tourbillon::RemoteSpawner<u8>,
+    n: usize,
+) -> Vec<tourbillon::RemoteJoinHandle<usize>> {
+    (0..n)
+        .map(|i| remote.spawn(0, async move { i }).unwrap())
+        .collect()
+}
+
+#[inline(never)]
+fn profile_exec(ex: &tourbillon::Executor<u8>) -> u64 {
+    ex.run_until_stalled()
+}
+
+#[inline(never)]
+fn profile_join(hs: Vec<tourbillon::RemoteJoinHandle<usize>>) -> usize {
+    futures::executor::block_on(async {
+        let mut sum = 0usize;
+        for h in hs {
+            sum = sum.wrapping_add(h.await.unwrap());
+        }
+        sum
+    })
+}
+
 fn main() {
     let wall = Instant::now();
+    if let Some(n) = std::env::args()
+        .skip_while(|a| a != "profile")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+    {
+        profile(n);
+        return;
+    }
     let args = common::Args::from_env();
     let value = |name: &str| args.value(name);
     let quick = args.flag("--quick");

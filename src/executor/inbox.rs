@@ -248,6 +248,11 @@ impl<Op> Inbox<Op> {
         drop_waker_quietly(removed);
     }
 
+    /// Whether the executor is gone (`close` ran): ops are refused.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Whether wakes are waiting in the inbox.
     #[inline]
     pub(crate) fn has_pending(&self) -> bool {

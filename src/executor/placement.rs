@@ -28,7 +28,7 @@ impl Core {
                     // The op may drop a future (aborted before it started),
                     // or a task's spawn may wake a host: user code.
                     RemoteOp::Spawn(spawn) => {
-                        self.panics.check(boundary::call(|| spawn(self)));
+                        self.panics.check(boundary::call(|| spawn.run(self)));
                     }
                     RemoteOp::Abort(id) => self.abort(id),
                 }
