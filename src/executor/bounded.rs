@@ -14,14 +14,17 @@
 //! executor takes the inbox in whole at every poll boundary, so a flood
 //! would move into the run queue, unbounded, instead.
 //!
-//! The gate ([`Gate`]) is a fair semaphore under one lock: a permit given
-//! back while senders wait goes straight to the oldest of them (it stays
-//! counted as used), which is then woken; so a `try_spawn` never takes the
-//! room a waiting sender was woken for. No waker is cloned, woken or dropped
-//! under the lock. A sender that is dropped after it was handed a permit
-//! hands it on. The executor's shutdown drops every task that holds a
-//! permit, so each waiting sender is handed one in turn, sees the shutdown
-//! and returns [`SpawnError::Shutdown`].
+//! The gate ([`Gate`]) is a semaphore: an atomic count, and a line of
+//! waiting senders under a lock. Senders wait in line; once at least half the capacity is free, the oldest is woken, and
+//! one woken sender that takes a permit wakes the next while half the room
+//! is still free: a sender that floods the executor is woken once per
+//! `capacity / 2` of its tasks, not once per task (each wake of a parked
+//! thread is a system call on the executor's thread). While senders wait or
+//! were woken, a new sender (or `try_spawn`) does not jump the line. No
+//! waker is cloned, woken or dropped under the lock. A woken sender that is
+//! dropped passes the wake on. The executor's shutdown drops every task that
+//! holds a permit, so the room frees up, each waiting sender is woken in
+//! turn, sees the shutdown and returns [`SpawnError::Shutdown`].
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -39,23 +42,46 @@ use super::remote::{self, RemoteJoinHandle, RemoteSpawner};
 use crate::boundary;
 use crate::error::{SpawnError, TrySpawnError, UnknownQueue};
 use crate::queue::QueueKey;
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{AtomicUsize, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
 
 /// The shared count of a bounded spawner and its clones.
+///
+/// The count of permits is an atomic word, so that a submission and a first
+/// poll with nobody waiting each cost one atomic operation and no lock (the
+/// spawning thread and the executor's thread would otherwise contend for
+/// the lock on every task). The lock guards the line of waiting senders;
+/// the word's top bit ([`WAITING`]) says the line is not empty.
+/// Lost-wake-up freedom: a sender that will wait joins the line, then sets
+/// the bit with one read-modify-write of the word, which also reads the
+/// count: if half the room is free by then, it wakes the line itself. A
+/// release lowers the count with one read-modify-write, which also reads
+/// the bit: if it is set and half the room is free, it wakes the line.
+/// Read-modify-writes of one word are totally ordered, so one of the two
+/// sees the other.
 pub(crate) struct Gate {
     capacity: usize,
+    /// Waiting senders are woken when `used` is at most this (half the
+    /// capacity): a sender that floods the executor is woken once per
+    /// `capacity / 2` tasks, not once per task.
+    low: usize,
+    /// Permits taken by tasks not yet polled (or being submitted), and
+    /// [`WAITING`] while senders are in line or woken for room (`waiters`
+    /// and `notified` not both empty; changed under the lock).
+    word: AtomicUsize,
     state: Mutex<GateState>,
 }
 
+/// The bit of [`Gate::word`] that says senders wait.
+const WAITING: usize = 1 << (usize::BITS - 1);
+
 #[derive(Default)]
 struct GateState {
-    /// Permits taken (by tasks not yet polled, and by waiting senders that
-    /// were handed one and have not taken it yet).
-    used: usize,
     /// Senders waiting for room, oldest first, under their tokens.
     waiters: VecDeque<(u64, Waker)>,
-    /// Tokens of waiters handed a permit, not yet picked up.
-    granted: Vec<u64>,
+    /// Tokens of the senders woken for room and not yet back: each may take
+    /// a permit when it is polled, ahead of new senders.
+    notified: Vec<u64>,
     /// The next token to hand out.
     next: u64,
 }
@@ -67,10 +93,17 @@ enum Acquire {
     Waiting,
 }
 
+/// One look at the gate under its lock: the outcome (`None`: a clone of
+/// the waker is needed first), a waker to drop and one to wake once the
+/// lock is released.
+type Look = (Option<Acquire>, Option<Waker>, Option<Waker>);
+
 impl Gate {
     pub(crate) fn new(capacity: NonZeroUsize) -> Self {
         Self {
-            capacity: capacity.get(),
+            capacity: capacity.get().min(WAITING - 1),
+            low: capacity.get().min(WAITING - 1) / 2,
+            word: AtomicUsize::new(0),
             state: Mutex::new(GateState::default()),
         }
     }
@@ -80,129 +113,197 @@ impl Gate {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a permit if there is room and nobody waits.
-    fn try_acquire(&self) -> bool {
-        let mut st = self.lock();
-        if st.used < self.capacity && st.waiters.is_empty() && st.granted.is_empty() {
-            st.used += 1;
-            true
-        } else {
-            false
+    /// Permits taken now.
+    fn used(&self) -> usize {
+        self.word.load(Ordering::SeqCst) & !WAITING
+    }
+
+    /// Takes a permit if fewer than the capacity are taken; with `new`, only
+    /// if nobody waits either.
+    fn take_permit(&self, new: bool) -> bool {
+        let mut word = self.word.load(Ordering::SeqCst);
+        loop {
+            if (new && word & WAITING != 0) || word & !WAITING >= self.capacity {
+                return false;
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                word + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(now) => word = now,
+            }
         }
     }
 
-    /// A sender's poll: picks up the permit it was handed, or takes one if
-    /// there is room, or (re)registers `waker` under `token`. The waker is
-    /// cloned, and a replaced one dropped, with no lock held.
+    /// Takes a permit if there is room and nobody waits.
+    fn try_acquire(&self) -> bool {
+        self.take_permit(true)
+    }
+
+    /// Sets or clears [`WAITING`] after the line changed, under the lock;
+    /// returns the permits taken, as the same read-modify-write read them.
+    fn mark_line(&self, st: &GateState) -> usize {
+        let word = if st.waiters.is_empty() && st.notified.is_empty() {
+            self.word.fetch_and(!WAITING, Ordering::SeqCst)
+        } else {
+            self.word.fetch_or(WAITING, Ordering::SeqCst)
+        };
+        word & !WAITING
+    }
+
+    /// Wakes the oldest waiting sender if at least half the room is free
+    /// (`used` permits taken): returns its waker, to wake once the lock is
+    /// released.
+    fn notify_next(&self, st: &mut GateState, used: usize) -> Option<Waker> {
+        if used > self.low {
+            return None;
+        }
+        let (t, w) = st.waiters.pop_front()?;
+        st.notified.push(t);
+        Some(w)
+    }
+
+    /// A sender's poll: takes a permit if there is room for it (it was
+    /// woken for room, or nobody waits), or (re)registers `waker` under
+    /// `token`. Wakers are cloned, dropped and woken with no lock held.
     fn poll_acquire(&self, token: &mut Option<u64>, waker: &Waker) -> Acquire {
+        if token.is_none() && self.try_acquire() {
+            return Acquire::Acquired;
+        }
         let mut new = None;
         loop {
-            let old = {
-                let mut st = self.lock();
-                match *token {
-                    Some(t) => {
-                        if let Some(i) = st.granted.iter().position(|&g| g == t) {
-                            st.granted.swap_remove(i);
-                            *token = None;
-                            return Acquire::Acquired;
-                        }
-                        let Some(entry) = st.waiters.iter_mut().find(|(w, _)| *w == t) else {
-                            // Not waiting and not granted: cannot happen
-                            // (the gate forgets a token only when it is
-                            // picked up); start over as a new sender.
-                            *token = None;
-                            continue;
-                        };
-                        if entry.1.will_wake(waker) {
-                            return Acquire::Waiting;
-                        }
-                        match new.take() {
-                            Some(w) => Some(std::mem::replace(&mut entry.1, w)),
-                            None => None,
-                        }
-                    }
-                    None => {
-                        if st.used < self.capacity && st.waiters.is_empty() && st.granted.is_empty()
-                        {
-                            st.used += 1;
-                            return Acquire::Acquired;
-                        }
-                        match new.take() {
-                            Some(w) => {
-                                let t = st.next;
-                                st.next += 1;
-                                st.waiters.push_back((t, w));
-                                *token = Some(t);
-                                return Acquire::Waiting;
-                            }
-                            None => None,
-                        }
-                    }
-                }
-            };
-            match old {
-                Some(old) => {
-                    drop(old);
-                    return Acquire::Waiting;
-                }
-                // Clone the waker outside the lock, then look again.
+            let (outcome, old, next) = self.look(token, waker, &mut new);
+            drop_quietly(old);
+            if let Some(w) = next {
+                wake_quietly(w);
+            }
+            match outcome {
+                Some(outcome) => return outcome,
                 None => new = Some(waker.clone()),
             }
         }
     }
 
+    /// [`poll_acquire`](Self::poll_acquire) under the lock; `new` is a
+    /// clone of `waker`, if made.
+    fn look(&self, token: &mut Option<u64>, waker: &Waker, new: &mut Option<Waker>) -> Look {
+        let mut st = self.lock();
+        let Some(t) = *token else {
+            if st.waiters.is_empty() && st.notified.is_empty() && self.take_permit(false) {
+                return (Some(Acquire::Acquired), None, None);
+            }
+            let Some(w) = new.take() else {
+                return (None, None, None);
+            };
+            let t = st.next;
+            st.next += 1;
+            st.waiters.push_back((t, w));
+            *token = Some(t);
+            // In line, then the bit set and the count read at once: a
+            // release that did not see the bit is seen here.
+            let used = self.mark_line(&st);
+            return (
+                Some(Acquire::Waiting),
+                None,
+                self.notify_next(&mut st, used),
+            );
+        };
+        if let Some(i) = st.notified.iter().position(|&n| n == t) {
+            if self.take_permit(false) {
+                st.notified.swap_remove(i);
+                *token = None;
+                // More room than this sender takes: the next may come too.
+                let used = self.mark_line(&st);
+                return (
+                    Some(Acquire::Acquired),
+                    None,
+                    self.notify_next(&mut st, used),
+                );
+            }
+            // Full again (other senders came first): first in line.
+            let Some(w) = new.take() else {
+                return (None, None, None);
+            };
+            st.notified.swap_remove(i);
+            st.waiters.push_front((t, w));
+            let used = self.used();
+            return (
+                Some(Acquire::Waiting),
+                None,
+                self.notify_next(&mut st, used),
+            );
+        }
+        match st.waiters.iter_mut().find(|(w, _)| *w == t) {
+            Some(entry) if entry.1.will_wake(waker) => (Some(Acquire::Waiting), None, None),
+            Some(entry) => match new.take() {
+                Some(w) => (
+                    Some(Acquire::Waiting),
+                    Some(std::mem::replace(&mut entry.1, w)),
+                    None,
+                ),
+                None => (None, None, None),
+            },
+            None => {
+                // Neither waiting nor woken: cannot happen (a token leaves
+                // both only here or in `cancel`); start over as a new
+                // sender.
+                *token = None;
+                drop(st);
+                self.look(token, waker, new)
+            }
+        }
+    }
+
     /// A sender that waited under `token` goes away: it leaves the queue,
-    /// or hands on the permit it was handed.
+    /// or, if it was woken for room, passes the wake on.
     fn cancel(&self, token: u64) {
         let (own, next) = {
             let mut st = self.lock();
-            if let Some(i) = st.waiters.iter().position(|(w, _)| *w == token) {
+            let found = if let Some(i) = st.waiters.iter().position(|(w, _)| *w == token) {
                 (st.waiters.remove(i).map(|(_, w)| w), None)
-            } else if let Some(i) = st.granted.iter().position(|&g| g == token) {
-                st.granted.swap_remove(i);
-                (None, Self::hand_on(&mut st))
+            } else if let Some(i) = st.notified.iter().position(|&n| n == token) {
+                st.notified.swap_remove(i);
+                let used = self.used();
+                (None, self.notify_next(&mut st, used))
             } else {
                 (None, None)
-            }
+            };
+            self.mark_line(&st);
+            found
         };
-        // Its own waker is dropped, the next sender's woken, with no lock
-        // held.
         drop_quietly(own);
         if let Some(w) = next {
             wake_quietly(w);
         }
     }
 
-    /// Gives a permit back: to the oldest waiting sender (whose waker is
-    /// returned, to wake once the lock is released), or to the room.
-    fn hand_on(st: &mut GateState) -> Option<Waker> {
-        match st.waiters.pop_front() {
-            Some((t, w)) => {
-                st.granted.push(t);
-                Some(w)
-            }
-            None => {
-                st.used -= 1;
-                None
-            }
-        }
-    }
-
+    /// Gives a permit back, and wakes the oldest waiting sender if half the
+    /// room is free.
     fn release(&self) {
-        let waker = Self::hand_on(&mut self.lock());
-        if let Some(w) = waker {
+        let word = self.word.fetch_sub(1, Ordering::SeqCst);
+        if word & WAITING == 0 || (word & !WAITING) - 1 > self.low {
+            return;
+        }
+        let next = {
+            let mut st = self.lock();
+            let used = self.used();
+            self.notify_next(&mut st, used)
+        };
+        if let Some(w) = next {
             wake_quietly(w);
         }
     }
 
-    /// Room left now.
+    /// Room left now for a sender that does not wait.
     fn available(&self) -> usize {
-        let st = self.lock();
-        if st.waiters.is_empty() && st.granted.is_empty() {
-            self.capacity - st.used
-        } else {
-            0
+        let word = self.word.load(Ordering::SeqCst);
+        if word & WAITING != 0 {
+            return 0;
         }
+        self.capacity.saturating_sub(word)
     }
 }
 
@@ -274,8 +375,8 @@ impl<F: Future> Future for Permitted<F> {
 /// A [`RemoteSpawner`] with a capacity: at most `capacity` tasks submitted
 /// through it (and its clones, which share the capacity) wait for their
 /// first poll at any time. [`spawn`](Self::spawn) waits for room (without
-/// spinning: the sender is woken when a task of the spawner is first
-/// polled), [`try_spawn`](Self::try_spawn) reports a full spawner and hands
+/// spinning: a waiting sender is woken once the executor has first-polled
+/// enough of the spawner's tasks to free half the capacity), [`try_spawn`](Self::try_spawn) reports a full spawner and hands
 /// the future back, as tokio's `mpsc::Sender::send` and `try_send` do. A
 /// thread that spawns faster than the executor runs is slowed down to the
 /// executor's pace, and spawn-to-first-poll stays bounded (see the crate's
@@ -358,8 +459,9 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
 
     /// Spawns `future` onto the queue `key` once there is room: the
     /// returned future waits while `capacity` tasks of this spawner (and
-    /// its clones) are not yet polled, then submits. Waiting senders get
-    /// room in the order they started waiting. Dropping the returned future
+    /// its clones) are not yet polled, then submits. A waiting sender is
+    /// woken once half the capacity is free; waiting senders get room in
+    /// the order they started waiting. Dropping the returned future
     /// drops `future` and gives up its place.
     ///
     /// # Errors
@@ -584,5 +686,121 @@ impl<F> fmt::Debug for SpawnWait<'_, F> {
             .field("waiting", &self.token.is_some())
             .field("done", &self.future.is_none())
             .finish()
+    }
+}
+
+/// Model checks of the gate's cross-thread waiting path (run with
+/// `RUSTFLAGS="--cfg tourbillon_loom" cargo test --release --lib loom`).
+#[cfg(all(test, tourbillon_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicBool;
+    use loom::thread;
+    use std::task::Wake;
+
+    /// A sender's waker that records that it was woken.
+    struct Flag(loom::sync::Arc<AtomicBool>);
+    impl Wake for Flag {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn sender() -> (loom::sync::Arc<AtomicBool>, Waker) {
+        let woken = loom::sync::Arc::new(AtomicBool::new(false));
+        let waker = Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+        (woken, waker)
+    }
+
+    fn gate(capacity: usize) -> loom::sync::Arc<Gate> {
+        loom::sync::Arc::new(Gate::new(NonZeroUsize::new(capacity).unwrap()))
+    }
+
+    #[test]
+    fn loom_release_racing_a_waiting_sender_is_never_lost() {
+        // The executor gives the only permit back (a first poll) while a
+        // sender finds the gate full and registers. No lost wake-up: the
+        // sender takes the permit now, or it is woken, and then takes it.
+        loom::model(|| {
+            let g = gate(1);
+            assert!(g.try_acquire());
+            let g2 = g.clone();
+            let exec = thread::spawn(move || g2.release());
+            let (woken, waker) = sender();
+            let mut token = None;
+            let first = g.poll_acquire(&mut token, &waker);
+            exec.join().unwrap();
+            if first == Acquire::Waiting {
+                assert!(
+                    woken.load(Ordering::SeqCst),
+                    "a waiting sender was not woken"
+                );
+                assert_eq!(g.poll_acquire(&mut token, &waker), Acquire::Acquired);
+            }
+            assert_eq!(g.word.load(Ordering::SeqCst), 1, "one permit, nobody waits");
+        });
+    }
+
+    #[test]
+    fn loom_two_releases_and_a_try_spawn_racing_a_waiting_sender() {
+        // Capacity 2, both permits held. The executor gives both back while
+        // another thread tries to take one without waiting and a sender
+        // waits: whatever the interleaving, the sender is not left waiting
+        // unwoken, and the count ends consistent.
+        loom::model(|| {
+            let g = gate(2);
+            assert!(g.try_acquire() && g.try_acquire());
+            let g2 = g.clone();
+            let exec = thread::spawn(move || {
+                g2.release();
+                g2.release();
+            });
+            let g3 = g.clone();
+            let other = thread::spawn(move || g3.try_acquire());
+            let (woken, waker) = sender();
+            let mut token = None;
+            let mut got = g.poll_acquire(&mut token, &waker) == Acquire::Acquired;
+            exec.join().unwrap();
+            let took = other.join().unwrap();
+            if !got {
+                assert!(
+                    woken.load(Ordering::SeqCst),
+                    "a waiting sender was not woken"
+                );
+                got = g.poll_acquire(&mut token, &waker) == Acquire::Acquired;
+            }
+            assert!(got, "room was free and the woken sender found none");
+            assert_eq!(g.word.load(Ordering::SeqCst), 1 + took as usize);
+        });
+    }
+
+    #[test]
+    fn loom_a_woken_sender_dropped_passes_the_wake_on() {
+        // Two senders wait on a full gate of capacity 1; the executor gives
+        // the permit back while the first sender is dropped. The second is
+        // woken either way (by the release, or by the first passing its
+        // wake on) and takes the permit.
+        loom::model(|| {
+            let g = gate(1);
+            assert!(g.try_acquire());
+            let (_, wa) = sender();
+            let (b_woken, wb) = sender();
+            let (mut ta, mut tb) = (None, None);
+            assert_eq!(g.poll_acquire(&mut ta, &wa), Acquire::Waiting);
+            assert_eq!(g.poll_acquire(&mut tb, &wb), Acquire::Waiting);
+            let g2 = g.clone();
+            let exec = thread::spawn(move || g2.release());
+            let ta = ta.unwrap();
+            let g3 = g.clone();
+            let leaving = thread::spawn(move || g3.cancel(ta));
+            exec.join().unwrap();
+            leaving.join().unwrap();
+            assert!(
+                b_woken.load(Ordering::SeqCst),
+                "the second sender was not woken"
+            );
+            assert_eq!(g.poll_acquire(&mut tb, &wb), Acquire::Acquired);
+            assert_eq!(g.word.load(Ordering::SeqCst), 1, "one permit, nobody waits");
+        });
     }
 }

@@ -149,8 +149,16 @@ impl<Op> Inbox<Op> {
     /// flag first and then takes the queues, takes what was queued before
     /// the flag was seen raised. So a burst of foreign wakes costs one host
     /// wake, not one each.
+    ///
+    /// The flag is read before it is swapped: under a stream of pushes it is
+    /// usually raised already, and a plain load leaves its cache line shared
+    /// with the executor, which polls it. A load that sees it raised is
+    /// enough: the push before it happened under a lock that the drain takes
+    /// after clearing the flag, so if the drain's clear came first, this
+    /// thread's lock acquisition came after the drain's release and the
+    /// load sees the clear (or a later raise).
     fn raise_pending(&self) {
-        if !self.pending.swap(true, Ordering::AcqRel) {
+        if !self.pending.load(Ordering::Acquire) && !self.pending.swap(true, Ordering::AcqRel) {
             self.wake_host();
         }
     }
