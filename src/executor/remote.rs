@@ -7,20 +7,29 @@
 //! that foreign wakes use, which unparks the executor): the executor spawns
 //! the future at its next poll boundary. The task is then an ordinary task
 //! of its queue, but without a local join handle: when it ends, its result
-//! goes to a [`Slot`] shared with the remote handle.
+//! goes to the remote handle's slot. The op, the slot and the executor's
+//! delivery are one allocation ([`Shared`]), made by the spawning thread;
+//! the executor moves the future out of it into the task, and attaches it
+//! to the task as its delivery (`TaskSlab::set_deliver`, no allocation).
+//! The last owner frees it: usually the handle, on the spawning side.
 //!
-//! Races, all decided under the slot's lock:
+//! Races, decided under the slot's lock:
 //! * abort before the executor spawned the task: the spawn op sees the
-//!   flag and drops the future unpolled (the handle reads `Cancelled`);
+//!   flag (an atomic copy, read without the lock) and drops the future
+//!   unpolled (the handle reads `Cancelled`); an abort between that read
+//!   and the spawn is seen when the id is published, and the executor
+//!   aborts the task before its first poll;
 //! * abort after the spawn: the id is known, an abort op follows the usual
 //!   local path (dropped at the next boundary, or at the end of its poll);
 //! * abort racing completion: whichever takes the lock first wins; a task
 //!   that completed first keeps its output (`Ok`), as a local `abort` does.
-//! * the executor shut down, or dropped the task unfinished: the delivery is
-//!   dropped uncalled, and its drop resolves the handle to `Cancelled`.
+//! * the executor shut down, or dropped the task unfinished: the delivery
+//!   (or the spawn op) is dropped undelivered, and its drop resolves the
+//!   handle to `Cancelled`.
 //!
 //! It owns the remote handles and the slot; the task itself is created by
-//! the spawn path (`Core::spawn_detached`) and runs as any other.
+//! the spawn path (`Core::spawn_detached`) and runs as any other. The
+//! bounded path (`executor/bounded.rs`) submits through [`submit`] too.
 
 use std::fmt;
 use std::future::Future;
