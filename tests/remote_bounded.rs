@@ -368,3 +368,36 @@ fn a_flood_from_another_thread_stays_within_the_capacity() {
         "{worst} tasks waited for their first poll"
     );
 }
+
+// A waiting sender's waker is user code: when it panics as the executor
+// wakes it (at a task's first poll), the panic is caught and counted
+// (`PanicPolicy::Catch`), the task that gave the room back is unaffected,
+// and the sender still finds room when polled.
+#[test]
+fn a_panicking_sender_waker_is_caught_on_the_executor_thread() {
+    struct Panics;
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("sender waker panics");
+        }
+    }
+    let ex = executor();
+    let tx = ex.bounded_remote_spawner(cap(1));
+    let held = tx.try_spawn(0, async { 1 }).unwrap();
+    let mut fut = tx.spawn(0, async { 2 });
+    let waker = Waker::from(Arc::new(Panics));
+    assert!(Pin::new(&mut fut)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    assert_eq!(ex.run_until_stalled(), 1);
+    assert_eq!(ex.stats().caught_panics, 1);
+    let Poll::Ready(Ok(h)) = Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop()))
+    else {
+        panic!("the sender finds room");
+    };
+    ex.run_until_stalled();
+    assert_eq!(
+        ex.block_on(async { held.await.unwrap() + h.await.unwrap() }),
+        3
+    );
+}
