@@ -78,6 +78,9 @@ pub(crate) struct Core {
     /// Something for the next poll boundary: activations, aborts.
     pub(crate) attention: Cell<bool>,
     pub(crate) aborts: RefCell<Vec<TaskId>>,
+    /// The vectors a poll boundary drains the inbox into, kept with their
+    /// room between boundaries (no allocation per drain).
+    pub(crate) inbox_batch: Cell<(Vec<TaskId>, Vec<RemoteOp>)>,
     /// Yielded tasks waiting for the next host turn (nested mode).
     pub(crate) deferred: RefCell<Vec<TaskId>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
@@ -115,6 +118,7 @@ impl Core {
             cfg,
             attention: Cell::new(false),
             aborts: RefCell::new(Vec::new()),
+            inbox_batch: Cell::default(),
             deferred: RefCell::new(Vec::new()),
             deferred_wakers: RefCell::new(Vec::new()),
             shutdown: Cell::new(false),
