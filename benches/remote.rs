@@ -6,6 +6,11 @@
 //! *remote* thread that wakes and spawns:
 //! * `tourbillon`: `Executor::block_on` of a stop signal, one
 //!   `RunnableFifo` queue, tasks spawned with a `RemoteSpawner`;
+//! * `tourbillon bounded` (spawn workloads only): the same executor, tasks
+//!   spawned with a `BoundedRemoteSpawner` of capacity `--capacity`
+//!   (default 128): each spawn awaits its `spawn(..)` future, which parks
+//!   the remote thread while `capacity` tasks of the spawner are not yet
+//!   polled (until half of them are);
 //! * `tokio`: a `current_thread` runtime (`enable_all()`: its I/O driver is
 //!   what it parks on) in `Runtime::block_on` of the stop signal, tasks
 //!   spawned with `Handle::spawn` from the remote thread (the baseline of
@@ -16,8 +21,8 @@
 //!   spawned onto from another thread).
 //!
 //! The stop signal is a `futures::channel::oneshot`; a fresh executor and
-//! thread per run; handles are awaited on the remote thread with
-//! `futures::executor::block_on`.
+//! thread per run; the spawn loops and the handles run on the remote thread
+//! in `futures::executor::block_on`.
 //!
 //! Workloads:
 //! * `wake idle`: one task (spawned remotely) waits `wakes` times on a
@@ -51,7 +56,10 @@
 //! * `spawn latency`: the same, each task capturing the time just before its
 //!   spawn call and returning the time elapsed at its first poll: the
 //!   *spawn-to-first-poll latency*. The remote thread spawns as fast as it
-//!   can, so this includes the backlog the executor has not yet drained.
+//!   can, so this includes the backlog the executor has not yet drained;
+//!   the bounded spawner's spawn call includes its wait for room (the
+//!   timestamp is taken before the call), and its backlog is at most
+//!   `capacity` tasks.
 //!
 //! Systems are alternated run by run (for each round, each workload: every
 //! system), after one untimed pass of everything at the quick sizes.
@@ -66,7 +74,9 @@
 //! a few tens of percent.
 //!
 //! Usage: `cargo bench --bench remote [-- --rounds N --quick --no-pin
-//! --gap-us US --out DIR]`. `--quick`: 3 rounds and a fifth of the wakes and
+//! --gap-us US --capacity N --spawn-only --only TEXT --out DIR]` (`--only`: the
+//! systems whose name contains TEXT, and the baseline), or `-- profile N` (the spawn
+//! path on one thread, for callgrind: see [`profile`]). `--quick`: 3 rounds and a fifth of the wakes and
 //! a tenth of the tasks (labelled). Unknown flags (such as `--bench`, which
 //! cargo passes) are ignored. Writes `remote.json` to `target/remote/` or
 //! `--out DIR`.
@@ -111,6 +121,13 @@ const QUICK: Sizes = Sizes {
 #[derive(Clone, Copy)]
 struct Config {
     sizes: Sizes,
+    /// The bounded spawner's capacity.
+    capacity: usize,
+    /// `--spawn-only`: the spawn workloads alone.
+    spawn_only: bool,
+    /// `--only TEXT`: the systems whose name contains `TEXT` (and the
+    /// baseline).
+    only: Option<&'static str>,
     gap: Duration,
     pin: bool,
 }
@@ -148,6 +165,17 @@ trait RemoteSys {
         F: Future + Send + 'static,
         F::Output: Send + 'static;
 
+    /// The spawn workloads' spawn, inside the remote thread's one
+    /// `futures::executor::block_on`: `spawn`, unless the system's spawn
+    /// waits for room.
+    async fn spawn_async<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn(f)
+    }
+
     async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T;
 }
 
@@ -160,6 +188,35 @@ impl RemoteSys for tourbillon::RemoteSpawner<u8> {
         F::Output: Send + 'static,
     {
         tourbillon::RemoteSpawner::spawn(self, 0, f).unwrap()
+    }
+
+    async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
+        h.await.unwrap()
+    }
+}
+
+/// The bounded path: each spawn awaits room (`BoundedRemoteSpawner::spawn`,
+/// which parks the remote thread's `block_on` while the spawner is full,
+/// until the executor has first-polled half the capacity of its tasks).
+impl RemoteSys for tourbillon::BoundedRemoteSpawner<u8> {
+    type Handle<T: Send + 'static> = tourbillon::RemoteJoinHandle<T>;
+
+    fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        futures::executor::block_on(self.spawn_async(f))
+    }
+
+    async fn spawn_async<F>(&self, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        tourbillon::BoundedRemoteSpawner::spawn(self, 0, f)
+            .await
+            .unwrap()
     }
 
     async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
@@ -275,6 +332,21 @@ fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::RemoteSpawner<u8>> {
     })
 }
 
+fn start_tourbillon_bounded(
+    pin: bool,
+    capacity: usize,
+) -> ExecThread<tourbillon::BoundedRemoteSpawner<u8>> {
+    ExecThread::start("tourbillon-bounded", pin, move |tx, stop| {
+        let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+        let capacity = std::num::NonZeroUsize::new(capacity).expect("--capacity is at least 1");
+        tx.send(ex.bounded_remote_spawner(capacity)).unwrap();
+        ex.block_on(async {
+            let _ = stop.await;
+        });
+        Some(ex.stats().parks)
+    })
+}
+
 fn start_tokio(pin: bool) -> ExecThread<tokio::runtime::Handle> {
     ExecThread::start("tokio", pin, |tx, stop| {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -303,26 +375,44 @@ fn start_async_executor(pin: bool) -> ExecThread<Arc<async_executor::Executor<'s
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum System {
     Tourbillon,
+    TourbillonBounded,
     Tokio,
     AsyncExecutor,
 }
 
-const SYSTEMS: [System; 3] = [System::Tourbillon, System::Tokio, System::AsyncExecutor];
+const SYSTEMS: [System; 4] = [
+    System::Tourbillon,
+    System::TourbillonBounded,
+    System::Tokio,
+    System::AsyncExecutor,
+];
 const BASELINE: System = System::Tokio;
 
 impl System {
     fn name(self) -> &'static str {
         match self {
             System::Tourbillon => "tourbillon (RemoteSpawner)",
+            System::TourbillonBounded => "tourbillon bounded (BoundedRemoteSpawner, spawn().await)",
             System::Tokio => "tokio current_thread (Handle::spawn)",
             System::AsyncExecutor => "async-executor Executor (spawn)",
         }
+    }
+
+    /// Whether the system takes part in `w`: the bounded spawner only in the
+    /// spawn workloads (the wake workloads spawn one task).
+    fn runs_in(self, w: Workload, cfg: &Config) -> bool {
+        let spawn = matches!(w, Workload::SpawnThroughput | Workload::SpawnLatency);
+        let picked = self == BASELINE || cfg.only.is_none_or(|o| self.name().contains(o));
+        picked && (spawn || !cfg.spawn_only) && (self != System::TourbillonBounded || spawn)
     }
 
     /// One run of `w` on a fresh executor thread.
     fn run(self, w: Workload, cfg: &Config) -> Sample {
         match self {
             System::Tourbillon => run_on(start_tourbillon(cfg.pin), w, cfg),
+            System::TourbillonBounded => {
+                run_on(start_tourbillon_bounded(cfg.pin, cfg.capacity), w, cfg)
+            }
             System::Tokio => run_on(start_tokio(cfg.pin), w, cfg),
             System::AsyncExecutor => run_on(start_async_executor(cfg.pin), w, cfg),
         }
@@ -472,9 +562,11 @@ fn wake_run<S: RemoteSys>(s: &S, wakes: usize, gap: Option<Duration>) -> Sample 
 fn spawn_throughput<S: RemoteSys>(s: &S, tasks: usize) -> Sample {
     let mut hs = Vec::with_capacity(tasks);
     let start = Instant::now();
-    for i in 0..tasks {
-        hs.push(s.spawn(async move { i }));
-    }
+    futures::executor::block_on(async {
+        for i in 0..tasks {
+            hs.push(s.spawn_async(async move { i }).await);
+        }
+    });
     let spawned = start.elapsed();
     let sum = futures::executor::block_on(async {
         let mut sum = 0usize;
@@ -497,10 +589,15 @@ fn spawn_latency<S: RemoteSys>(s: &S, tasks: usize) -> Sample {
     let base = Instant::now();
     let mut hs = Vec::with_capacity(tasks);
     let start = Instant::now();
-    for _ in 0..tasks {
-        let at = base.elapsed();
-        hs.push(s.spawn(async move { (base.elapsed() - at).as_nanos() as u64 }));
-    }
+    futures::executor::block_on(async {
+        for _ in 0..tasks {
+            let at = base.elapsed();
+            hs.push(
+                s.spawn_async(async move { (base.elapsed() - at).as_nanos() as u64 })
+                    .await,
+            );
+        }
+    });
     let spawned = start.elapsed();
     let lat = futures::executor::block_on(async {
         let mut lat = Vec::with_capacity(tasks);
@@ -663,6 +760,9 @@ impl Report {
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         for (si, s) in SYSTEMS.iter().enumerate() {
             let runs = self.runs(si, wi);
+            if runs.is_empty() {
+                continue;
+            }
             let l = lat_summary(runs);
             println!(
                 "| {} | {:.1} | {:.1} | {:.1} | {:.1}-{:.1} | {:.1}-{:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {} | {:.1} | {:.2} |",
@@ -703,6 +803,9 @@ impl Report {
         println!("|---|---|---|---|---|---|---|---|---|---|---|");
         for (si, s) in SYSTEMS.iter().enumerate() {
             let runs = self.runs(si, wi);
+            if runs.is_empty() {
+                continue;
+            }
             let t = thr_summary(runs);
             println!(
                 "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} | {} | {:.2} |",
@@ -737,6 +840,9 @@ impl Report {
         println!("|---|---|---|---|---|---|---|---|");
         for (si, s) in SYSTEMS.iter().enumerate() {
             let runs = self.runs(si, wi);
+            if runs.is_empty() {
+                continue;
+            }
             let l = lat_summary(runs);
             let t = thr_summary(runs);
             println!(
@@ -774,20 +880,25 @@ impl Report {
         o += &format!("  \"wall_seconds\": {},\n", num(wall));
         o += &format!(
             "  \"sizes\": {{\"wakes_per_run\": {}, \"wake_warmup\": {WAKE_WARMUP}, \"gap_us\": {}, \
-             \"tasks_per_run\": {}}},\n",
+             \"tasks_per_run\": {}, \"bounded_capacity\": {}}},\n",
             self.cfg.sizes.wakes,
             num(self.cfg.gap.as_secs_f64() * 1e6),
-            self.cfg.sizes.tasks
+            self.cfg.sizes.tasks,
+            self.cfg.capacity
         );
         o += &format!("  \"baseline\": {},\n", json_str(BASELINE.name()));
         o += "  \"workloads\": [\n";
         let mut ws = Vec::new();
         for (wi, w) in WORKLOADS.iter().enumerate() {
+            if self.runs(sys_index(BASELINE), wi).is_empty() {
+                continue;
+            }
             let base_lat = lat_summary(self.runs(sys_index(BASELINE), wi));
             let base_thr = thr_summary(self.runs(sys_index(BASELINE), wi));
             let rows: Vec<String> = SYSTEMS
                 .iter()
                 .enumerate()
+                .filter(|&(_, s)| s.runs_in(*w, &self.cfg))
                 .map(|(si, s)| {
                     let runs = self.runs(si, wi);
                     let mut r = format!("      {{\"system\": {}", json_str(s.name()));
@@ -872,8 +983,95 @@ impl Report {
 
 // ---------------------------------------------------------------------------
 
+/// `profile N`: the remote spawn path on one thread, for callgrind. The
+/// main thread spawns `N` tasks through a `RemoteSpawner`
+/// ([`profile_spawn`]), then the executor takes and runs them all
+/// ([`profile_exec`], `run_until_stalled`), then the handles are read
+/// ([`profile_join`]). Each function is a `--toggle-collect` target:
+/// `valgrind --tool=callgrind --toggle-collect='remote::profile_exec' $B
+/// profile 100000`, Ir / N = the executor's instructions per remote task.
+fn profile(n: usize, bounded: bool) {
+    let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+    let remote = ex.remote_spawner();
+    let t = Instant::now();
+    let hs = if bounded {
+        let cap = std::num::NonZeroUsize::new(n.max(1)).unwrap();
+        profile_bounded_spawn(&ex.bounded_remote_spawner(cap), n)
+    } else {
+        profile_spawn(&remote, n)
+    };
+    let spawned = t.elapsed();
+    let t = Instant::now();
+    let polls = profile_exec(&ex);
+    let ran = t.elapsed();
+    let t = Instant::now();
+    let sum = profile_join(hs);
+    let joined = t.elapsed();
+    assert_eq!(polls as usize, n);
+    assert_eq!(sum, n * (n - 1) / 2);
+    let per = |d: Duration| d.as_nanos() as f64 / n as f64;
+    println!(
+        "profile: {n} remote tasks; ns per task (wall, one thread): spawn {:.1}, executor {:.1}, join {:.1}",
+        per(spawned),
+        per(ran),
+        per(joined)
+    );
+}
+
+#[inline(never)]
+fn profile_spawn(
+    remote: &tourbillon::RemoteSpawner<u8>,
+    n: usize,
+) -> Vec<tourbillon::RemoteJoinHandle<usize>> {
+    (0..n)
+        .map(|i| remote.spawn(0, async move { i }).unwrap())
+        .collect()
+}
+
+/// `profile-bounded N`: [`profile_bounded_spawn`] instead of
+/// [`profile_spawn`] (a bounded spawner of capacity `N`, never full).
+#[inline(never)]
+fn profile_bounded_spawn(
+    remote: &tourbillon::BoundedRemoteSpawner<u8>,
+    n: usize,
+) -> Vec<tourbillon::RemoteJoinHandle<usize>> {
+    futures::executor::block_on(async {
+        let mut hs = Vec::with_capacity(n);
+        for i in 0..n {
+            hs.push(remote.spawn(0, async move { i }).await.unwrap());
+        }
+        hs
+    })
+}
+
+#[inline(never)]
+fn profile_exec(ex: &tourbillon::Executor<u8>) -> u64 {
+    ex.run_until_stalled()
+}
+
+#[inline(never)]
+fn profile_join(hs: Vec<tourbillon::RemoteJoinHandle<usize>>) -> usize {
+    futures::executor::block_on(async {
+        let mut sum = 0usize;
+        for h in hs {
+            sum = sum.wrapping_add(h.await.unwrap());
+        }
+        sum
+    })
+}
+
 fn main() {
     let wall = Instant::now();
+    for (mode, bounded) in [("profile", false), ("profile-bounded", true)] {
+        if let Some(n) = std::env::args()
+            .skip_while(|a| a != mode)
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+        {
+            profile(n, bounded);
+            return;
+        }
+    }
     let args = common::Args::from_env();
     let value = |name: &str| args.value(name);
     let quick = args.flag("--quick");
@@ -886,8 +1084,12 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/remote"));
     let pin = !args.flag("--no-pin");
+    let capacity = args.parsed::<usize>("--capacity").unwrap_or(128).max(1);
     let cfg = Config {
         sizes: if quick { QUICK } else { FULL },
+        capacity,
+        spawn_only: args.flag("--spawn-only"),
+        only: value("--only").map(|o| &*o.to_string().leak()),
         gap: Duration::from_micros(gap_us),
         pin,
     };
@@ -906,8 +1108,9 @@ fn main() {
     }
     println!(
         "wakes: {} recorded per run (+{WAKE_WARMUP} warm-up), idle gap {gap_us} us; spawns: {} tasks per run. \
-         {rounds} rounds, systems alternated run by run, fresh executor thread per run",
-        cfg.sizes.wakes, cfg.sizes.tasks
+         bounded spawner capacity {}. {rounds} rounds, systems alternated run by run, fresh executor \
+         thread per run",
+        cfg.sizes.wakes, cfg.sizes.tasks, cfg.capacity
     );
 
     // One untimed pass at the quick sizes (thread start-up, page faults,
@@ -917,7 +1120,7 @@ fn main() {
         ..cfg
     };
     for w in WORKLOADS {
-        for s in SYSTEMS {
+        for s in SYSTEMS.into_iter().filter(|s| s.runs_in(w, &warm)) {
             drop(s.run(w, &warm));
         }
     }
@@ -930,7 +1133,9 @@ fn main() {
         let t = Instant::now();
         for (wi, w) in WORKLOADS.iter().enumerate() {
             for (si, s) in SYSTEMS.iter().enumerate() {
-                samples[si][wi].push(s.run(*w, &cfg));
+                if s.runs_in(*w, &cfg) {
+                    samples[si][wi].push(s.run(*w, &cfg));
+                }
             }
         }
         eprintln!(
@@ -949,7 +1154,8 @@ fn main() {
         rounds,
         quick,
     };
-    report.print_wake(
+    if !cfg.spawn_only {
+        report.print_wake(
         0,
         &format!(
             "Wake-to-poll latency from another thread, idle executor ({} wakes per run, {gap_us} us \
@@ -957,7 +1163,7 @@ fn main() {
             cfg.sizes.wakes
         ),
     );
-    report.print_wake(
+        report.print_wake(
         1,
         &format!(
             "Wake-to-poll latency from another thread, back-to-back ({} wakes per run, next wake as \
@@ -965,6 +1171,7 @@ fn main() {
             cfg.sizes.wakes
         ),
     );
+    }
     report.print_spawn();
 
     let wall = wall.elapsed().as_secs_f64();

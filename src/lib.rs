@@ -24,7 +24,8 @@ pub mod testing;
 mod yield_now;
 
 pub use builder::{Builder, PanicPolicy};
-pub use error::{BuildError, SharesError, SpawnError, UnknownQueue};
+pub use error::{BuildError, SharesError, SpawnError, TrySpawnError, UnknownQueue};
+pub use executor::bounded::{BoundedRemoteSpawner, SpawnWait};
 pub use executor::drive::RunUntil;
 pub use executor::queue_handle::QueueHandle;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};

@@ -4,11 +4,11 @@
 //! specific cfg, so that dependencies such as tokio build as usual).
 
 #[cfg(tourbillon_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize};
 #[cfg(tourbillon_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 #[cfg(not(tourbillon_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize};
 #[cfg(not(tourbillon_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};

@@ -1,6 +1,7 @@
-//! The README's quick start is `examples/quick_start.rs`, word for word, so
-//! the code a reader copies from the README is code that compiles and runs
-//! (`cargo run --example quick_start`).
+//! The README's quick start is `examples/quick_start.rs`, and its
+//! backpressure example `examples/bounded_remote.rs`, word for word, so the
+//! code a reader copies from the README is code that compiles and runs
+//! (`cargo run --example quick_start`, `--example bounded_remote`).
 
 const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
 const QUICK_START: &str = include_str!(concat!(
@@ -13,11 +14,16 @@ fn code_block_after<'a>(markdown: &'a str, heading: &str) -> &'a str {
     let section = markdown
         .find(&format!("\n{heading}\n"))
         .unwrap_or_else(|| panic!("README.md has no heading {heading:?}"));
-    let rest = &markdown[section..];
+    first_code_block(&markdown[section..], heading)
+}
+
+/// The body of the first ```` ```rust ```` block of `rest` (which follows
+/// `what`, for the messages).
+fn first_code_block<'a>(rest: &'a str, what: &str) -> &'a str {
     let open = "\n```rust\n";
     let start = rest
         .find(open)
-        .unwrap_or_else(|| panic!("no ```rust block after {heading:?}"))
+        .unwrap_or_else(|| panic!("no ```rust block after {what:?}"))
         + open.len();
     let len = rest[start..]
         .find("\n```\n")
@@ -34,6 +40,24 @@ fn readme_quick_start_is_the_example() {
         "the README's quick start differs from examples/quick_start.rs; \
          paste the example into the README's ```rust block.\n\
          --- README ---\n{block}\n--- examples/quick_start.rs ---\n{QUICK_START}"
+    );
+}
+
+const BOUNDED_REMOTE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/bounded_remote.rs"
+));
+
+#[test]
+fn readme_backpressure_example_is_the_example() {
+    let at = README
+        .find("\n**Backpressure.**")
+        .expect("README.md has no **Backpressure.** paragraph");
+    let block = first_code_block(&README[at..], "**Backpressure.**");
+    assert!(
+        block == BOUNDED_REMOTE,
+        "the README's backpressure example differs from examples/bounded_remote.rs\n\
+         --- README ---\n{block}\n--- examples/bounded_remote.rs ---\n{BOUNDED_REMOTE}"
     );
 }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use super::inbox::Inbox;
 use super::queues::Queues;
+use super::remote::RemoteSpawn;
 use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::{Clock, ExecutorClock};
@@ -46,8 +47,8 @@ pub(crate) fn bump(c: &Cell<u64>) {
 /// Work sent to the executor from another thread, done on the executor's
 /// thread at its next poll boundary.
 pub(crate) enum RemoteOp {
-    /// A remote spawn: the closure spawns its (`Send`) future.
-    Spawn(Box<dyn FnOnce(&Core) + Send>),
+    /// A remote spawn: its (`Send`) future, queue and result slot.
+    Spawn(RemoteSpawn),
     /// A remote `abort()` (a remote join handle's or an abort handle's).
     Abort(TaskId),
 }
@@ -77,6 +78,9 @@ pub(crate) struct Core {
     /// Something for the next poll boundary: activations, aborts.
     pub(crate) attention: Cell<bool>,
     pub(crate) aborts: RefCell<Vec<TaskId>>,
+    /// The vectors a poll boundary drains the inbox into, kept with their
+    /// room between boundaries (no allocation per drain).
+    pub(crate) inbox_batch: Cell<(Vec<TaskId>, Vec<RemoteOp>)>,
     /// Yielded tasks waiting for the next host turn (nested mode).
     pub(crate) deferred: RefCell<Vec<TaskId>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
@@ -114,6 +118,7 @@ impl Core {
             cfg,
             attention: Cell::new(false),
             aborts: RefCell::new(Vec::new()),
+            inbox_batch: Cell::default(),
             deferred: RefCell::new(Vec::new()),
             deferred_wakers: RefCell::new(Vec::new()),
             shutdown: Cell::new(false),
@@ -319,7 +324,7 @@ impl Core {
         // Cancelled), each behind a boundary of its own (either may panic).
         for op in self.remote.close() {
             if let RemoteOp::Spawn(spawn) = op {
-                self.panics.check(boundary::call(|| spawn(self)));
+                self.panics.check(boundary::call(|| spawn.run(self)));
             }
         }
         self.aborts.borrow_mut().clear();

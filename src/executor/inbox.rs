@@ -39,7 +39,7 @@ use std::sync::{Arc, PoisonError};
 use std::task::Waker;
 
 use crate::boundary;
-use crate::sync::{AtomicBool, Mutex, MutexGuard};
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
 use crate::task::id::TaskId;
 
 /// A task's "already in the inbox" flag: several foreign wakes before the
@@ -87,13 +87,25 @@ impl Hosts {
 /// to wake, ops of type `Op` to run on the executor's thread (the executor's
 /// remote spawns and aborts), and the host wakers to wake when either
 /// arrives.
+///
+/// The fields that the executor's thread and other threads touch on every
+/// remote spawn or wake (`ids`, `ops`, `pending`) each have a cache line of
+/// their own, apart from each other and from the `Arc`'s counts before
+/// them (which every `RemoteJoinHandle` clone changes): a spawning thread
+/// pushing ops does not take the line the executor polls `pending` on.
 #[derive(Debug)]
 pub(crate) struct Inbox<Op> {
-    ids: Mutex<Vec<TaskId>>,
+    ids: Line<Mutex<Vec<TaskId>>>,
     /// Remote spawns and aborts; `closed` is checked and set under this
     /// lock, so that no op is queued after `close` drained them.
-    ops: Mutex<Vec<Op>>,
-    pending: AtomicBool,
+    ops: Line<Mutex<Vec<Op>>>,
+    /// An empty queue of ops with room, swapped with `ops` by the drain
+    /// (the executor's thread alone takes this lock): the drain holds the
+    /// contended lock for a swap of two vectors, and pushes that follow
+    /// find room without reallocating.
+    spare: Line<Mutex<Vec<Op>>>,
+    /// [`IDS`] and [`OPS`]: which queues have something for the executor.
+    pending: Line<AtomicUsize>,
     /// The drivers' host wakers; `closed` is checked under this lock when
     /// one registers, and `close` empties it after setting `closed`, so that
     /// none stays registered after `close`.
@@ -117,12 +129,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The bit of `Inbox::pending` raised when `ids` has something.
+const IDS: usize = 1;
+/// The bit of `Inbox::pending` raised when `ops` has something.
+const OPS: usize = 2;
+
+/// A value on a cache line of its own (64 bytes, the line of the x86-64
+/// and most aarch64 parts).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 impl<Op> Default for Inbox<Op> {
     fn default() -> Self {
         Inbox {
-            ids: Mutex::default(),
-            ops: Mutex::default(),
-            pending: AtomicBool::default(),
+            ids: Line::default(),
+            ops: Line::default(),
+            spare: Line::default(),
+            pending: Line::default(),
             hosts: Mutex::default(),
             closed: AtomicBool::default(),
         }
@@ -140,17 +171,29 @@ impl<Op> Inbox<Op> {
             return; // already in the inbox, not yet drained
         }
         lock(&self.ids).push(id);
-        self.raise_pending();
+        self.raise_pending(IDS);
     }
 
-    /// Raises `pending` after an id or op was queued, and wakes the hosts
-    /// unless an earlier push already raised it: that push owes the wake
-    /// (it wakes after raising), and the executor's drain, which clears the
-    /// flag first and then takes the queues, takes what was queued before
-    /// the flag was seen raised. So a burst of foreign wakes costs one host
-    /// wake, not one each.
-    fn raise_pending(&self) {
-        if !self.pending.swap(true, Ordering::AcqRel) {
+    /// Raises `bit` of `pending` (its queue, [`IDS`] or [`OPS`], has
+    /// something) after an id or op was queued, and wakes the hosts unless
+    /// an earlier push already raised a bit: that push owes the wake (it
+    /// wakes after raising), and the executor's drain, which clears the
+    /// bits first and then takes the queues whose bits it cleared, takes
+    /// what was queued before the bit was seen raised. So a burst of foreign
+    /// wakes costs one host wake, not one each, and a drain takes only the
+    /// locks of the queues that have something.
+    ///
+    /// The bit is read before it is set: under a stream of pushes it is
+    /// usually raised already, and a plain load leaves its cache line shared
+    /// with the executor, which polls it. A load that sees it raised is
+    /// enough: the push before it happened under the queue's lock, which
+    /// the drain takes after clearing the bit, so if the drain's clear came
+    /// first, this thread's lock acquisition came after the drain's release
+    /// and the load sees the clear (or a later raise).
+    fn raise_pending(&self, bit: usize) {
+        if self.pending.load(Ordering::Acquire) & bit == 0
+            && self.pending.fetch_or(bit, Ordering::AcqRel) == 0
+        {
             self.wake_host();
         }
     }
@@ -165,7 +208,7 @@ impl<Op> Inbox<Op> {
             }
             ops.push(op);
         }
-        self.raise_pending();
+        self.raise_pending(OPS);
         Ok(())
     }
 
@@ -248,21 +291,38 @@ impl<Op> Inbox<Op> {
         drop_waker_quietly(removed);
     }
 
+    /// Whether the executor is gone (`close` ran): ops are refused.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Whether wakes are waiting in the inbox.
     #[inline]
     pub(crate) fn has_pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
+        self.pending.load(Ordering::Acquire) != 0
     }
 
     /// Moves the queued ids into `out` and the queued ops into `ops`.
     pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<Op>) {
-        if self
-            .pending
-            .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
+        let mut bits = self.pending.load(Ordering::Acquire);
+        while bits != 0 {
+            match self
+                .pending
+                .compare_exchange(bits, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => bits = now,
+            }
+        }
+        if bits & IDS != 0 {
             out.append(&mut lock(&self.ids));
-            ops.append(&mut lock(&self.ops));
+        }
+        if bits & OPS != 0 {
+            let mut spare = lock(&self.spare);
+            std::mem::swap(&mut *lock(&self.ops), &mut *spare);
+            // Moved out (and `ops` grown) with the contended lock released;
+            // `spare` keeps its room for the next swap.
+            ops.append(&mut spare);
         }
     }
 
@@ -489,6 +549,40 @@ mod loom_tests {
             remote.drain_into(&mut out, &mut Vec::new());
             out.sort();
             assert_eq!(out, vec![TaskId::new(0, 0), TaskId::new(1, 0)]);
+        });
+    }
+
+    #[test]
+    fn loom_a_wake_and_an_op_racing_a_drain_none_lost() {
+        // One thread wakes a task (the ids queue), another sends an op (the
+        // ops queue), while the executor drains and decides whether to
+        // park. Each queue has a bit of `pending`; whatever the
+        // interleaving, the id and the op are each drained exactly once,
+        // and if the executor would park with either still queued, the host
+        // was woken.
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let woken = Arc::new(AtomicBool::new(false));
+            let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            remote.set_host(&mut None, &host);
+            let r1 = remote.clone();
+            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let r2 = remote.clone();
+            let sending = thread::spawn(move || r2.push_op(Abort(TaskId::new(2, 0))).is_ok());
+            let (mut out, mut ops) = (Vec::new(), Vec::new());
+            remote.drain_into(&mut out, &mut ops);
+            let would_park = (out.is_empty() || ops.is_empty()) && !remote.has_pending();
+            waking.join().unwrap();
+            assert!(sending.join().unwrap());
+            if would_park {
+                assert!(
+                    woken.load(Ordering::SeqCst),
+                    "the executor would park with a wake or an op queued and no host wake"
+                );
+            }
+            remote.drain_into(&mut out, &mut ops);
+            assert_eq!(out, vec![TaskId::new(1, 0)]);
+            assert_eq!(ops.len(), 1);
         });
     }
 

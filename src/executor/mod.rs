@@ -37,6 +37,7 @@
 
 pub(crate) mod accounting;
 pub(crate) mod batch;
+pub(crate) mod bounded;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod drive;
@@ -55,9 +56,11 @@ pub(crate) mod wake;
 
 use std::fmt;
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use self::bounded::BoundedRemoteSpawner;
 use self::core::Core;
 use self::drive::RunUntil;
 use self::queue_handle::QueueHandle;
@@ -199,6 +202,15 @@ impl<K: QueueKey> Executor<K> {
     /// executor's queues from any thread (see [`RemoteSpawner`]).
     pub fn remote_spawner(&self) -> RemoteSpawner<K> {
         RemoteSpawner::new(self.spawner.core.remote.clone(), self.spawner.keys.clone())
+    }
+
+    /// A [`RemoteSpawner`] with a capacity (see [`BoundedRemoteSpawner`]):
+    /// at most `capacity` tasks submitted through it and its clones wait
+    /// for their first poll at any time; its `spawn` waits for room, its
+    /// `try_spawn` reports a full spawner. Each call makes a spawner with a
+    /// capacity of its own.
+    pub fn bounded_remote_spawner(&self, capacity: NonZeroUsize) -> BoundedRemoteSpawner<K> {
+        BoundedRemoteSpawner::new(self.remote_spawner(), capacity)
     }
 
     /// A handle to the queue `key`, to spawn without a key lookup.

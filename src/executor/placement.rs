@@ -17,22 +17,23 @@ impl Core {
     pub(crate) fn boundary(&self) {
         self.attention.set(false);
         if self.remote.has_pending() {
-            let (mut ids, mut ops) = (Vec::new(), Vec::new());
+            let (mut ids, mut ops) = self.inbox_batch.take();
             self.remote.drain_into(&mut ids, &mut ops);
-            for id in ids {
+            for id in ids.drain(..) {
                 self.tasks.borrow().clear_remote_notified(id);
                 self.wake_local(id);
             }
-            for op in ops {
+            for op in ops.drain(..) {
                 match op {
                     // The op may drop a future (aborted before it started),
                     // or a task's spawn may wake a host: user code.
                     RemoteOp::Spawn(spawn) => {
-                        self.panics.check(boundary::call(|| spawn(self)));
+                        self.panics.check(boundary::call(|| spawn.run(self)));
                     }
                     RemoteOp::Abort(id) => self.abort(id),
                 }
             }
+            self.inbox_batch.set((ids, ops));
         }
         if !self.aborts.borrow().is_empty() {
             let ids = std::mem::take(&mut *self.aborts.borrow_mut());

@@ -7,20 +7,29 @@
 //! that foreign wakes use, which unparks the executor): the executor spawns
 //! the future at its next poll boundary. The task is then an ordinary task
 //! of its queue, but without a local join handle: when it ends, its result
-//! goes to a [`Slot`] shared with the remote handle.
+//! goes to the remote handle's slot. The op, the slot and the executor's
+//! delivery are one allocation ([`Shared`]), made by the spawning thread;
+//! the executor moves the future out of it into the task, and attaches it
+//! to the task as its delivery (`TaskSlab::set_deliver`, no allocation).
+//! The last owner frees it: usually the handle, on the spawning side.
 //!
-//! Races, all decided under the slot's lock:
+//! Races, decided under the slot's lock:
 //! * abort before the executor spawned the task: the spawn op sees the
-//!   flag and drops the future unpolled (the handle reads `Cancelled`);
+//!   flag (an atomic copy, read without the lock) and drops the future
+//!   unpolled (the handle reads `Cancelled`); an abort between that read
+//!   and the spawn is seen when the id is published, and the executor
+//!   aborts the task before its first poll;
 //! * abort after the spawn: the id is known, an abort op follows the usual
 //!   local path (dropped at the next boundary, or at the end of its poll);
 //! * abort racing completion: whichever takes the lock first wins; a task
 //!   that completed first keeps its output (`Ok`), as a local `abort` does.
-//! * the executor shut down, or dropped the task unfinished: the delivery is
-//!   dropped uncalled, and its drop resolves the handle to `Cancelled`.
+//! * the executor shut down, or dropped the task unfinished: the delivery
+//!   (or the spawn op) is dropped undelivered, and its drop resolves the
+//!   handle to `Cancelled`.
 //!
 //! It owns the remote handles and the slot; the task itself is created by
-//! the spawn path (`Core::spawn_detached`) and runs as any other.
+//! the spawn path (`Core::spawn_detached`) and runs as any other. The
+//! bounded path (`executor/bounded.rs`) submits through [`submit`] too.
 
 use std::fmt;
 use std::future::Future;
@@ -34,18 +43,30 @@ use super::spawning::Spawn;
 use crate::boundary;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use crate::task::id::TaskId;
 use crate::task::join_error::JoinError;
+use crate::task::slab::ResultSink;
+use std::sync::atomic::Ordering;
 
 /// The id reported by a [`JoinError`] of a remote task that was never
-/// spawned (aborted, or the executor shut down, before it took the task).
+/// spawned (the executor shut down before it took the task).
 const NEVER_SPAWNED: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
-/// What a remote task and its handle share.
-pub(crate) struct Slot<T> {
+/// What a remote task, its handle and the executor share: one allocation,
+/// made by the spawning thread. `S` is what the executor needs to spawn
+/// the task ([`Pending`]); the handle sees it erased ([`Slot`]).
+pub(crate) struct Shared<T, S: ?Sized> {
     state: Mutex<SlotState<T>>,
+    /// `abort()` was called: a copy of the state's flag that the executor
+    /// reads before spawning without taking the lock (`started`, under the
+    /// lock, catches an abort that comes after the read).
+    aborted: AtomicBool,
+    spawn: S,
 }
+
+/// The handle's view of a [`Shared`]: the result slot alone.
+pub(crate) type Slot<T> = Shared<T, dyn Send + Sync>;
 
 struct SlotState<T> {
     result: Option<Result<T, JoinError>>,
@@ -59,8 +80,16 @@ struct SlotState<T> {
     abort: bool,
 }
 
-impl<T> Slot<T> {
-    fn new() -> Self {
+/// A remote task the executor has not taken yet: its queue, its group and
+/// its future (taken out, once, by the executor's thread).
+struct Pending<F> {
+    queue: usize,
+    group: Option<u64>,
+    future: Mutex<Option<F>>,
+}
+
+impl<T, S> Shared<T, S> {
+    fn new(spawn: S) -> Self {
         Self {
             state: Mutex::new(SlotState {
                 result: None,
@@ -69,23 +98,22 @@ impl<T> Slot<T> {
                 id: None,
                 abort: false,
             }),
+            aborted: AtomicBool::new(false),
+            spawn,
         }
     }
+}
 
+impl<T, S: ?Sized> Shared<T, S> {
     fn lock(&self) -> MutexGuard<'_, SlotState<T>> {
         // No critical section below can panic (they move values and
         // compare flags); recover from poisoning anyway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Executor side, before spawning: `false` if `abort()` came first
-    /// (the task must not start).
-    fn may_start(&self) -> bool {
-        !self.lock().abort
-    }
-
     /// Executor side, after spawning: publishes the id; `true` if `abort()`
-    /// came in between (it could not name the task: the executor aborts it).
+    /// came first (it could not name the task: the executor aborts it, and
+    /// the task is dropped unpolled).
     fn started(&self, id: TaskId) -> bool {
         let mut st = self.lock();
         st.id = Some(id);
@@ -94,59 +122,142 @@ impl<T> Slot<T> {
 
     /// Handle side: records the abort; returns the id to send an abort op
     /// for, when the task was already started. `None` when there is nothing
-    /// to send: finished, aborted before, or not started (then `may_start`
-    /// or `started` sees the flag).
+    /// to send: finished, aborted before, or not started (then `started`
+    /// sees the flag).
     fn request_abort(&self) -> Option<TaskId> {
         let mut st = self.lock();
         if st.done || st.abort {
             return None;
         }
         st.abort = true;
+        self.aborted.store(true, Ordering::Release);
         st.id
     }
-}
 
-/// The executor's side of a [`Slot`]: delivers the result once; dropped
-/// without delivering, it delivers `Cancelled`.
-pub(crate) struct Sender<T> {
-    slot: Option<Arc<Slot<T>>>,
-}
-
-impl<T> Sender<T> {
-    fn send(mut self, result: Result<T, JoinError>) {
-        if let Some(slot) = self.slot.take() {
-            deliver(slot, result);
+    /// Stores the result and wakes the handle, once. The caller lets go of
+    /// its reference before the wake: if the handle is gone, that drops the
+    /// result (user code), and a panic of its destructor must not unwind
+    /// through the wake (user code too), nor the wake's through it (a panic
+    /// while unwinding aborts the process).
+    fn complete(self: Arc<Self>, result: Result<T, JoinError>) {
+        let waker = {
+            let mut st = self.lock();
+            if st.done {
+                return;
+            }
+            st.result = Some(result);
+            st.done = true;
+            st.waker.take()
+        };
+        drop(self);
+        if let Some(w) = waker {
+            w.wake();
         }
+    }
+
+    /// The task will never deliver: the handle reads `Cancelled`.
+    fn cancel_slot(self: Arc<Self>) {
+        let id = self.lock().id.unwrap_or(NEVER_SPAWNED);
+        self.complete(Err(JoinError::cancelled(id)));
     }
 }
 
-impl<T> Drop for Sender<T> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            let id = slot.lock().id.unwrap_or(NEVER_SPAWNED);
-            deliver(slot, Err(JoinError::cancelled(id)));
-        }
+impl<T, S> ResultSink<T> for Shared<T, S>
+where
+    T: Send + 'static,
+    S: Send + Sync + 'static,
+{
+    fn send(self: Arc<Self>, result: Result<T, JoinError>) {
+        self.complete(result);
+    }
+
+    fn cancel(self: Arc<Self>) {
+        self.cancel_slot();
     }
 }
 
-/// Stores the result in the slot and wakes the handle. The slot is let go
-/// before the wake: if the handle is gone, that drops the result (user
-/// code), and a panic of its destructor must not unwind through the wake
-/// (user code too), nor the wake's through it (a panic while unwinding
-/// aborts the process).
-fn deliver<T>(slot: Arc<Slot<T>>, result: Result<T, JoinError>) {
-    let waker = {
-        let mut st = slot.lock();
-        if st.done {
+/// A remote spawn as the executor runs it (type-erased [`Shared`]).
+pub(crate) trait SpawnOp: Send + Sync {
+    /// Spawns the task on the executor's thread, at a poll boundary.
+    fn run(self: Arc<Self>, core: &Core);
+    /// Drops the future unpolled: the handle reads `Cancelled`.
+    fn cancel(self: Arc<Self>);
+}
+
+impl<F> SpawnOp for Shared<F::Output, Pending<F>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn run(self: Arc<Self>, core: &Core) {
+        let Some(future) = take(&self.spawn.future) else {
+            return;
+        };
+        if core.shutdown.get() || self.aborted.load(Ordering::Acquire) {
+            // Aborted before it started, or the executor shuts down: the
+            // future is dropped unpolled, then the handle reads Cancelled. Two calls into user code (the
+            // future's destructor, the wake of the handle's waker), each
+            // behind a boundary of its own: a panic of the first must not
+            // unwind through the second (a panic while unwinding aborts the
+            // process).
+            if let Some(p) = boundary::drop_caught(future) {
+                core.panics.report(p);
+            }
+            self.cancel_slot();
             return;
         }
-        st.result = Some(result);
-        st.done = true;
-        st.waker.take()
-    };
-    drop(slot);
-    if let Some(w) = waker {
-        w.wake();
+        let spawn = Spawn {
+            queue: self.spawn.queue,
+            group: self.spawn.group,
+            name: None,
+            future,
+        };
+        let Ok(oid) = core.spawn_detached(spawn) else {
+            self.cancel_slot();
+            return;
+        };
+        let id = oid.id();
+        let aborted = self.started(id);
+        core.tasks.borrow_mut().set_deliver(oid, self);
+        if aborted {
+            // `abort()` came after the check above but before the id was
+            // known: the task is dropped unpolled at this boundary.
+            core.abort(id);
+        }
+    }
+
+    fn cancel(self: Arc<Self>) {
+        if let Some(future) = take(&self.spawn.future) {
+            drop(future);
+        }
+        self.cancel_slot();
+    }
+}
+
+/// Takes the future out of a [`Pending`], once.
+fn take<F>(future: &Mutex<Option<F>>) -> Option<F> {
+    future.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
+/// A spawn op in the inbox. Dropped without running (refused at
+/// submission, or left in the inbox of an executor that closed without
+/// running it), it drops its future and its handle reads `Cancelled`.
+pub(crate) struct RemoteSpawn(Option<Arc<dyn SpawnOp>>);
+
+impl RemoteSpawn {
+    /// Runs the spawn on the executor's thread.
+    pub(crate) fn run(mut self, core: &Core) {
+        if let Some(op) = self.0.take() {
+            op.run(core);
+        }
+    }
+}
+
+impl Drop for RemoteSpawn {
+    fn drop(&mut self) {
+        if let Some(op) = self.0.take() {
+            op.cancel();
+        }
     }
 }
 
@@ -158,6 +269,11 @@ fn deliver<T>(slot: Arc<Slot<T>>, result: Result<T, JoinError>) {
 /// [`Executor::remote_spawner`](crate::Executor::remote_spawner). Clone it
 /// freely; it does not keep the executor alive: after the executor is
 /// dropped, spawning gives [`SpawnError::Shutdown`].
+///
+/// Its submissions are unbounded: a thread that spawns faster than the
+/// executor runs builds a backlog. For a bounded submission path (an
+/// awaitable spawn that waits for room, and a `try_spawn` that reports a
+/// full queue), see [`BoundedRemoteSpawner`](crate::BoundedRemoteSpawner).
 ///
 /// ```
 /// use tourbillon::Builder;
@@ -173,7 +289,7 @@ fn deliver<T>(slot: Arc<Slot<T>>, result: Result<T, JoinError>) {
 /// assert_eq!(ex.block_on(from_thread).unwrap(), 42);
 /// ```
 pub struct RemoteSpawner<K: QueueKey> {
-    remote: Arc<Remote>,
+    pub(crate) remote: Arc<Remote>,
     keys: Arc<KeyMap<K>>,
 }
 
@@ -201,7 +317,8 @@ impl<K: QueueKey> RemoteSpawner<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.submit(key, None, future)
+        let q = self.queue_index(key)?;
+        submit(&self.remote, q, None, future).map_err(|_| SpawnError::Shutdown)
     }
 
     /// Spawns `future` onto the queue `key` in the group `group` (see
@@ -216,80 +333,48 @@ impl<K: QueueKey> RemoteSpawner<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.submit(key, Some(group), future)
+        let q = self.queue_index(key)?;
+        submit(&self.remote, q, Some(group), future).map_err(|_| SpawnError::Shutdown)
     }
 
-    fn submit<F>(
-        &self,
-        key: K,
-        group: Option<u64>,
-        future: F,
-    ) -> Result<RemoteJoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        let q = self.keys.get(&key).ok_or_else(|| UnknownQueue::new(&key))?;
-        let slot = Arc::new(Slot::new());
-        let sender = Sender {
-            slot: Some(slot.clone()),
-        };
-        let op = RemoteOp::Spawn(Box::new(move |core: &Core| {
-            spawn_on_executor(core, q, group, future, sender)
-        }));
-        match self.remote.push_op(op) {
-            Ok(()) => Ok(RemoteJoinHandle {
-                slot,
-                remote: self.remote.clone(),
-            }),
-            // Dropping the op drops the future and the sender here.
-            Err(_op) => Err(SpawnError::Shutdown),
-        }
+    /// The index of the queue `key`.
+    pub(crate) fn queue_index(&self, key: K) -> Result<usize, UnknownQueue> {
+        self.keys.get(&key).ok_or_else(|| UnknownQueue::new(&key))
     }
 }
 
-/// The spawn op, on the executor's thread at a poll boundary.
-fn spawn_on_executor<F>(
-    core: &Core,
+/// Queues the spawn of `future` onto queue `q` of the executor behind
+/// `remote`: one allocation, shared by the op and the handle. Gives the
+/// future back if the executor is shut down.
+pub(crate) fn submit<F>(
+    remote: &Arc<Remote>,
     q: usize,
     group: Option<u64>,
     future: F,
-    sender: Sender<F::Output>,
-) where
+) -> Result<RemoteJoinHandle<F::Output>, F>
+where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let Some(slot) = sender.slot.clone() else {
-        return;
-    };
-    if !slot.may_start() || core.shutdown.get() {
-        // Aborted before it started, or the executor shuts down: the future
-        // is dropped unpolled, then `sender` drops -> Cancelled. Two calls
-        // into user code (the future's destructor, the wake of the handle's
-        // waker), each behind a boundary of its own: a panic of the first
-        // must not unwind through the second (a panic while unwinding
-        // aborts the process).
-        if let Some(p) = boundary::drop_caught(future) {
-            core.panics.report(p);
-        }
-        return;
-    }
-    let spawn = Spawn {
+    let shared = Arc::new(Shared::new(Pending {
         queue: q,
         group,
-        name: None,
-        future,
-    };
-    let Ok(oid) = core.spawn_detached(spawn) else {
-        return; // shut down: `sender` drops -> Cancelled
-    };
-    core.tasks
-        .borrow_mut()
-        .set_deliver(oid, move |result| sender.send(result));
-    let id = oid.id();
-    if slot.started(id) {
-        // `abort()` came after the check above but before the id was known.
-        core.abort(id);
+        future: Mutex::new(Some(future)),
+    }));
+    let slot: Arc<Slot<F::Output>> = shared.clone();
+    let op = RemoteOp::Spawn(RemoteSpawn(Some(shared.clone())));
+    match remote.push_op(op) {
+        Ok(()) => Ok(RemoteJoinHandle {
+            slot,
+            remote: remote.clone(),
+        }),
+        Err(op) => {
+            // Refused: nothing ran; take the future back (the op's drop
+            // then finds none to drop).
+            let future = take(&shared.spawn.future);
+            drop(op);
+            Err(future.expect("a refused spawn op still holds its future"))
+        }
     }
 }
 
@@ -362,6 +447,21 @@ impl<T> fmt::Debug for RemoteJoinHandle<T> {
     }
 }
 
+/// A spawn op for `future` onto queue 0, as a `RemoteSpawner` sends it,
+/// for the models of the inbox and the task core.
+#[cfg(all(test, tourbillon_loom))]
+pub(crate) fn spawn_op<F>(future: F) -> RemoteOp
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    RemoteOp::Spawn(RemoteSpawn(Some(Arc::new(Shared::new(Pending {
+        queue: 0,
+        group: None,
+        future: Mutex::new(Some(future)),
+    })))))
+}
+
 /// Model checks of the remote slot (run with
 /// `RUSTFLAGS="--cfg tourbillon_loom" cargo test --release --lib loom`).
 #[cfg(all(test, tourbillon_loom))]
@@ -369,22 +469,26 @@ mod loom_tests {
     use super::*;
     use loom::thread;
 
+    fn slot() -> Arc<Shared<u32, ()>> {
+        Arc::new(Shared::new(()))
+    }
+
     #[test]
     fn loom_abort_racing_start_reaches_the_task_once() {
-        // The executor starts a remote task (check, spawn, publish the id)
-        // while another thread aborts it. Whatever the interleaving, the
-        // abort takes effect by exactly one path: the start is skipped, the
-        // executor aborts right after publishing, or the aborting thread
-        // sends an abort op naming the started task.
+        // The executor starts a remote task (checks the abort flag, spawns,
+        // publishes the id) while another thread aborts it. Whatever the
+        // interleaving, the abort takes effect by exactly one path: the
+        // start is skipped, the executor aborts right after publishing, or
+        // the aborting thread sends an abort op naming the started task.
         loom::model(|| {
-            let slot = Arc::new(Slot::<u32>::new());
+            let slot = slot();
             let s2 = slot.clone();
             let aborter = thread::spawn(move || s2.request_abort());
             let id = TaskId::new(4, 2);
-            let (skipped, direct) = if slot.may_start() {
-                (false, slot.started(id))
-            } else {
+            let (skipped, direct) = if slot.aborted.load(Ordering::Acquire) {
                 (true, false)
+            } else {
+                (false, slot.started(id))
             };
             let op = aborter.join().unwrap();
             let paths = skipped as u8 + direct as u8 + op.is_some() as u8;
@@ -402,15 +506,11 @@ mod loom_tests {
         // result, the output (a task that completed is not cancelled by a
         // later abort, and the abort op, if any, finds it finished).
         loom::model(|| {
-            let slot = Arc::new(Slot::<u32>::new());
-            assert!(slot.may_start());
+            let slot = slot();
             assert!(!slot.started(TaskId::new(1, 0)));
-            let sender = Sender {
-                slot: Some(slot.clone()),
-            };
             let s2 = slot.clone();
             let aborter = thread::spawn(move || s2.request_abort());
-            sender.send(Ok(7));
+            slot.clone().complete(Ok(7));
             let _ = aborter.join().unwrap();
             let mut st = slot.lock();
             assert!(st.done);
@@ -423,15 +523,12 @@ mod loom_tests {
         // The executor drops a remote task unfinished (shutdown) while the
         // handle aborts it: the handle reads Cancelled, once.
         loom::model(|| {
-            let slot = Arc::new(Slot::<u32>::new());
-            let sender = Sender {
-                slot: Some(slot.clone()),
-            };
+            let slot = slot();
             let s2 = slot.clone();
             let aborter = thread::spawn(move || {
                 let _ = s2.request_abort();
             });
-            drop(sender);
+            slot.clone().cancel_slot();
             aborter.join().unwrap();
             let mut st = slot.lock();
             assert!(st.done);

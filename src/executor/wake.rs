@@ -102,10 +102,10 @@ mod loom_tests {
                 waker.wake_by_ref();
                 let abort = r2.push_op(RemoteOp::Abort(id)).is_err();
                 let tracked = Tracked;
-                let spawn = RemoteOp::Spawn(Box::new(move |_: &super::super::core::Core| {
-                    drop(tracked);
+                let spawn = super::super::remote::spawn_op(async move {
+                    let _t = tracked;
                     panic!("a spawn op ran after shutdown");
-                }));
+                });
                 let spawn = r2.push_op(spawn).is_err();
                 drop(waker);
                 abort as usize + spawn as usize

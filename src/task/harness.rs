@@ -149,7 +149,7 @@ impl Completion {
         let mut caught = None;
         if let Some(deliver) = deliver {
             let raw = entry.task.raw();
-            check(&mut caught, boundary::call(move || deliver(raw)));
+            check(&mut caught, boundary::call(move || deliver.deliver(raw)));
         }
         // Before the wake: the joiner may drop its handle in there, and then
         // finds the handle the cell's last owner.

@@ -22,6 +22,7 @@
 //! ([`JoinCell`]): the handle reads it (COMPLETE, not RUNNING) without the
 //! slab.
 
+use std::any::Any;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -147,28 +148,69 @@ impl<T> OutputId<T> {
     }
 }
 
-/// Hands a remotely spawned task's result to its remote join handle: called
-/// with the completed task (its result still in the cell), or dropped
-/// uncalled when the task is dropped unfinished (the handle then reads
-/// `Cancelled`).
-pub(crate) type Deliver = Box<dyn FnOnce(RawTask)>;
+/// Where a remotely spawned task's result goes: the executor's remote slot,
+/// shared with the task's remote join handle (and already allocated by the
+/// spawning thread, so attaching it allocates nothing).
+pub(crate) trait ResultSink<T>: Send + Sync + 'static {
+    /// The task completed: hand its result over.
+    fn send(self: Arc<Self>, result: Result<T, JoinError>);
+    /// The task was dropped unfinished (shutdown): the handle reads
+    /// `Cancelled`.
+    fn cancel(self: Arc<Self>);
+}
 
-/// A [`Deliver`] for the task `_id` (whose output is `T`), passing the
-/// result to `send`; [`TaskSlab::set_deliver`] attaches it to that task.
-fn deliverer<T: 'static>(
-    _id: OutputId<T>,
-    send: impl FnOnce(Result<T, JoinError>) + 'static,
-) -> Deliver {
-    Box::new(move |raw: RawTask| {
-        // SAFETY: `Completion::settle` calls this with the removed entry
-        // alive (it owns a reference to the cell), the task COMPLETE and not
-        // RUNNING (its stage holds the result), on the executor thread; the
-        // task is the one of the `OutputId<T>` this was made from
-        // (`set_deliver`), so its output type is `T`.
-        if let Some(result) = unsafe { raw.take_result::<T>() } {
-            send(result);
+/// The erased sink of a [`Deliver`].
+type Sink = Arc<dyn Any + Send + Sync>;
+
+/// Hands a remotely spawned task's result to its remote join handle:
+/// [`deliver`](Self::deliver)ed with the completed task (its result still in
+/// the cell), or dropped undelivered when the task is dropped unfinished
+/// (the sink is then cancelled: the handle reads `Cancelled`). Two function
+/// pointers made for the sink's type and the task's output type, and the
+/// sink itself: no allocation.
+pub(crate) struct Deliver {
+    sink: Option<Sink>,
+    send: fn(Sink, RawTask),
+    cancel: fn(Sink),
+}
+
+impl Deliver {
+    /// Hands the result of the completed task `raw` to the sink.
+    pub(crate) fn deliver(mut self, raw: RawTask) {
+        if let Some(sink) = self.sink.take() {
+            (self.send)(sink, raw);
         }
-    })
+    }
+}
+
+impl Drop for Deliver {
+    fn drop(&mut self) {
+        if let Some(sink) = self.sink.take() {
+            (self.cancel)(sink);
+        }
+    }
+}
+
+/// [`Deliver::send`] for a sink `S` of a task whose output is `T`.
+fn send_typed<T: 'static, S: ResultSink<T>>(sink: Sink, raw: RawTask) {
+    let Ok(sink) = sink.downcast::<S>() else {
+        return;
+    };
+    // SAFETY: `Completion::settle` calls this with the removed entry alive
+    // (it owns a reference to the cell), the task COMPLETE and not RUNNING
+    // (its stage holds the result), on the executor thread; the task is the
+    // one of the `OutputId<T>` this was made for (`set_deliver`), so its
+    // output type is `T`.
+    if let Some(result) = unsafe { raw.take_result::<T>() } {
+        sink.send(result);
+    }
+}
+
+/// [`Deliver::cancel`] for a sink `S` of a task whose output is `T`.
+fn cancel_typed<T: 'static, S: ResultSink<T>>(sink: Sink) {
+    if let Ok(sink) = sink.downcast::<S>() {
+        sink.cancel();
+    }
 }
 
 impl<S: Schedule> TaskSlab<S> {
@@ -282,12 +324,16 @@ impl<S: Schedule> TaskSlab<S> {
 
     /// Makes live task `id` a remotely joined one: no local join handle;
     /// its result goes to `send` when it completes.
-    pub(crate) fn set_deliver<T: 'static>(
+    pub(crate) fn set_deliver<T: 'static, R: ResultSink<T>>(
         &mut self,
         oid: OutputId<T>,
-        send: impl FnOnce(Result<T, JoinError>) + 'static,
+        sink: Arc<R>,
     ) {
-        let deliver = deliverer(oid, send);
+        let deliver = Deliver {
+            sink: Some(sink),
+            send: send_typed::<T, R>,
+            cancel: cancel_typed::<T, R>,
+        };
         let id = oid.id();
         let Some(e) = self.get(id) else {
             return;
