@@ -170,15 +170,31 @@ type Sink = Arc<dyn Any + Send + Sync>;
 /// sink itself: no allocation.
 pub(crate) struct Deliver {
     sink: Option<Sink>,
+    fns: &'static DeliverFns,
+}
+
+/// The two functions of a [`Deliver`], behind one pointer: a record of a
+/// completing task carries the delivery, and a smaller one moves less.
+struct DeliverFns {
     send: fn(Sink, RawTask),
     cancel: fn(Sink),
+}
+
+/// The [`DeliverFns`] for a sink `S` of a task whose output is `T`.
+struct FnsOf<T, S>(PhantomData<(T, S)>);
+
+impl<T: 'static, S: ResultSink<T>> FnsOf<T, S> {
+    const FNS: DeliverFns = DeliverFns {
+        send: send_typed::<T, S>,
+        cancel: cancel_typed::<T, S>,
+    };
 }
 
 impl Deliver {
     /// Hands the result of the completed task `raw` to the sink.
     pub(crate) fn deliver(mut self, raw: RawTask) {
         if let Some(sink) = self.sink.take() {
-            (self.send)(sink, raw);
+            (self.fns.send)(sink, raw);
         }
     }
 }
@@ -186,7 +202,7 @@ impl Deliver {
 impl Drop for Deliver {
     fn drop(&mut self) {
         if let Some(sink) = self.sink.take() {
-            (self.cancel)(sink);
+            (self.fns.cancel)(sink);
         }
     }
 }
@@ -331,8 +347,7 @@ impl<S: Schedule> TaskSlab<S> {
     ) {
         let deliver = Deliver {
             sink: Some(sink),
-            send: send_typed::<T, R>,
-            cancel: cancel_typed::<T, R>,
+            fns: &FnsOf::<T, R>::FNS,
         };
         let id = oid.id();
         let Some(e) = self.get(id) else {
