@@ -223,6 +223,10 @@ pub(crate) struct Eevdf {
     sum: i128,
     /// `W = Σ_j w_j` over the runnable queues.
     load: i128,
+    /// The runnable queues as a bit set (bit `i % 64` of word `i / 64`),
+    /// so that the pick and `v0` visit only them, and a lone runnable
+    /// queue is found without a pass over the table.
+    mask: Vec<u64>,
 }
 
 impl Eevdf {
@@ -233,6 +237,7 @@ impl Eevdf {
             runnable: 0,
             sum: 0,
             load: 0,
+            mask: Vec::new(),
         };
         t.resync();
         t
@@ -243,6 +248,37 @@ impl Eevdf {
     pub(crate) fn resync(&mut self) {
         self.runnable = self.ents.iter().filter(|e| e.runnable).count();
         (self.sum, self.load) = self.recompute_sums();
+        self.mask = vec![0; self.ents.len().div_ceil(64)];
+        for i in 0..self.ents.len() {
+            if self.ents[i].runnable {
+                self.mask[i / 64] |= 1 << (i % 64);
+            }
+        }
+    }
+
+    /// The runnable queues, in index order.
+    #[inline]
+    fn runnable_queues(&self) -> impl Iterator<Item = usize> + '_ {
+        self.mask.iter().enumerate().flat_map(|(w, &bits)| {
+            let mut bits = bits;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + b)
+            })
+        })
+    }
+
+    /// The runnable queue of lowest index.
+    #[inline]
+    fn first_runnable(&self) -> Option<usize> {
+        self.mask
+            .iter()
+            .position(|&bits| bits != 0)
+            .map(|w| w * 64 + self.mask[w].trailing_zeros() as usize)
     }
 
     /// Number of runnable queues.
@@ -329,7 +365,14 @@ impl Eevdf {
     pub(crate) fn pick(&mut self, prev: Option<usize>, general: bool) -> Option<usize> {
         let chosen = match self.runnable {
             0 => None,
-            1 if !general => self.ents.iter().position(|e| e.runnable),
+            1 if !general => {
+                // The lone queue is the minimum of `v0`'s update.
+                let lone = self.first_runnable();
+                if let Some(i) = lone {
+                    self.raise_v0(self.ents[i].v);
+                }
+                return lone;
+            }
             _ => match prev {
                 Some(c)
                     if self.ents[c].runnable
@@ -353,8 +396,9 @@ impl Eevdf {
         // with `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j`, exactly.
         let sums = self.weighted_sums();
         let mut best: Option<usize> = None;
-        for (i, e) in self.ents.iter().enumerate() {
-            if !e.runnable || !self.eligible_in(i, sums) {
+        for i in self.runnable_queues() {
+            let e = &self.ents[i];
+            if !self.eligible_in(i, sums) {
                 continue;
             }
             match best {
@@ -368,18 +412,22 @@ impl Eevdf {
     /// `v0 = max(v0, min v_j)` over runnable queues: `v0` never decreases.
     fn advance_v0(&mut self) {
         let min = self
-            .ents
-            .iter()
-            .filter(|e| e.runnable)
-            .map(|e| e.v)
+            .runnable_queues()
+            .map(|i| self.ents[i].v)
             .min_by(|a, b| rel(*a, *b).cmp(&0));
         if let Some(m) = min {
-            let up = rel(m, self.v0);
-            if up > 0 {
-                // Every runnable `v_j - v0` shrinks by `up`.
-                self.sum -= up as i128 * self.load;
-                self.v0 = m;
-            }
+            self.raise_v0(m);
+        }
+    }
+
+    /// `v0 = max(v0, m)`, for `m` the least runnable vruntime.
+    #[inline]
+    fn raise_v0(&mut self, m: u64) {
+        let up = rel(m, self.v0);
+        if up > 0 {
+            // Every runnable `v_j - v0` shrinks by `up`.
+            self.sum -= up as i128 * self.load;
+            self.v0 = m;
         }
     }
 
@@ -413,6 +461,7 @@ impl Eevdf {
         e.fresh = false;
         e.runnable = true;
         let (v, w) = (e.v, e.weight as i128);
+        self.mask[i / 64] |= 1 << (i % 64);
         self.runnable += 1;
         self.sum += rel(v, self.v0) as i128 * w;
         self.load += w;
@@ -433,6 +482,7 @@ impl Eevdf {
         // sleeping (E6).
         e.vlag = rel(v_avg, e.v).min(limit);
         e.runnable = false;
+        self.mask[i / 64] &= !(1 << (i % 64));
         self.runnable -= 1;
         (self.sum, self.load) = staying;
         // The progress of V while asleep is measured on the V of the queues

@@ -122,8 +122,8 @@ impl Core {
         r.turn.polls_left.set(self.cfg.max_polls);
         r.turn.over.set(false);
         bump(&self.counters.turns);
+        self.boundary();
         loop {
-            self.boundary();
             let picked = self
                 .queues
                 .borrow_mut()
@@ -142,6 +142,11 @@ impl Core {
             // only after it (`PanicSink::rethrow`).
             if self.run_queue(q) || self.panics.holds() {
                 return Turn::Busy;
+            }
+            // Whatever needs boundary work (a placement, an abort, the
+            // inbox) set `attention` or the inbox's flag.
+            if self.attention.get() || self.remote.has_pending() {
+                self.boundary();
             }
         }
     }
@@ -194,6 +199,7 @@ impl Core {
         let (sched_timing, tell_polled) = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.runs += 1;
+            self.start_run(&qs, q);
             (qs.list[q].timing, !qs.list[q].sched.is_stateless())
         };
         if sched_timing || self.cfg.per_poll_timing || self.cheap_clock {
@@ -218,7 +224,6 @@ impl Core {
         let _run_span = self.run_span(q);
         let mode = self.run_mode::<PER_POLL>(sched_timing, tell_polled);
         bump(&self.counters.runs);
-        self.start_run(q);
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = crate::task::current::begin_run();
@@ -260,12 +265,12 @@ impl Core {
     /// A run of `q` starts at the last checkpoint, with no cause to end it
     /// yet and the countdown to its first checkpoint.
     #[inline(always)]
-    fn start_run(&self, q: usize) {
+    fn start_run(&self, qs: &Queues, q: usize) {
         let r = &self.run;
         r.current.queue.set(Some(q));
         r.current.start_ns.set(r.clock.last_ns.get());
         r.end.clear();
-        self.reset_countdown(q);
+        self.reset_countdown_in(qs, q);
     }
 
     /// Polls the tasks `held` hands out until a boundary ends the run.
