@@ -183,10 +183,15 @@ pub(crate) struct Entity {
     pub(crate) runnable: bool,
     /// Never placed yet (first placement uses half a request).
     pub(crate) fresh: bool,
+    /// [`vslice`](Self::vslice), kept with the weight (`set_weight`): a
+    /// division less in every charge that renews, placement and departure.
+    vreq: u64,
 }
 
 impl Entity {
     pub(crate) fn new(weight: u64, request_ns: u64) -> Self {
+        // Shares are `u32`: the sum of the weights fits in `i64` (`load`).
+        debug_assert!(weight > 0 && weight <= u32::MAX as u64);
         Self {
             weight,
             request_ns,
@@ -196,12 +201,20 @@ impl Entity {
             v_saved: 0,
             runnable: false,
             fresh: true,
+            vreq: Self::vslice_of(weight, request_ns),
         }
     }
 
     /// The request in virtual time, `r·K/w`, at most [`V_SPAN`].
+    #[inline]
     pub(crate) fn vslice(&self) -> u64 {
-        div_u128(self.request_ns as u128 * K as u128, self.weight).min(V_SPAN as u128) as u64
+        debug_assert_eq!(self.vreq, Self::vslice_of(self.weight, self.request_ns));
+        self.vreq
+    }
+
+    /// `r·K/w`, at most [`V_SPAN`].
+    fn vslice_of(weight: u64, request_ns: u64) -> u64 {
+        div_u128(request_ns as u128 * K as u128, weight).min(V_SPAN as u128) as u64
     }
 
     /// The lag clamp `L_i = 2·r_i·K/w_i` (R7).
@@ -221,8 +234,10 @@ pub(crate) struct Eevdf {
     /// runnable set and of `v0` (as Linux keeps `avg_vruntime`'s sums), so
     /// that V and eligibility cost no pass over the queues.
     sum: i128,
-    /// `W = Σ_j w_j` over the runnable queues.
-    load: i128,
+    /// `W = Σ_j w_j` over the runnable queues: at most 256 queues of at
+    /// most 10,000 shares (`MAX_QUEUES`, `MAX_SHARES`), so 64 bits hold it,
+    /// and each product with it is one 64-by-64-bit multiplication.
+    load: i64,
     /// The runnable queues as a bit set (bit `i % 64` of word `i / 64`),
     /// so that the pick and `v0` visit only them, and a lone runnable
     /// queue is found without a pass over the table.
@@ -294,19 +309,19 @@ impl Eevdf {
 
     /// V from the sums of [`weighted_sums`](Self::weighted_sums).
     #[inline]
-    fn avg_of(&self, (sum, load): (i128, i128)) -> u64 {
+    fn avg_of(&self, (sum, load): (i128, i64)) -> u64 {
         if load == 0 {
             return self.v0;
         }
         self.v0
-            .wrapping_add(div_floor_i128(sum, load) as i64 as u64)
+            .wrapping_add(div_floor_i128(sum, load as i128) as i64 as u64)
     }
 
     /// `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j` over the runnable queues,
     /// exactly (kept up to date; debug builds check them against a pass
     /// over the queues).
     #[inline]
-    fn weighted_sums(&self) -> (i128, i128) {
+    fn weighted_sums(&self) -> (i128, i64) {
         debug_assert_eq!(
             (self.sum, self.load),
             self.recompute_sums(),
@@ -317,11 +332,11 @@ impl Eevdf {
 
     /// The sums of [`weighted_sums`](Self::weighted_sums) by a pass over the
     /// queues.
-    fn recompute_sums(&self) -> (i128, i128) {
-        let (mut sum, mut load) = (0i128, 0i128);
+    fn recompute_sums(&self) -> (i128, i64) {
+        let (mut sum, mut load) = (0i128, 0i64);
         for e in self.ents.iter().filter(|e| e.runnable) {
             sum += rel(e.v, self.v0) as i128 * e.weight as i128;
-            load += e.weight as i128;
+            load += e.weight as i64;
         }
         (sum, load)
     }
@@ -329,8 +344,8 @@ impl Eevdf {
     /// R3 from the sums of [`weighted_sums`](Self::weighted_sums): `i` is
     /// eligible iff `Σ_j (v_j - v_i)·w_j = S - (v_i - v0)·W >= 0`.
     #[inline]
-    fn eligible_in(&self, i: usize, (sum, load): (i128, i128)) -> bool {
-        sum - rel(self.ents[i].v, self.v0) as i128 * load >= 0
+    fn eligible_in(&self, i: usize, (sum, load): (i128, i64)) -> bool {
+        sum - rel(self.ents[i].v, self.v0) as i128 * load as i128 >= 0
     }
 
     /// R3: `i` is eligible iff `Σ_j (v_j - v_i)·w_j >= 0` over runnable `j`.
@@ -426,7 +441,7 @@ impl Eevdf {
         let up = rel(m, self.v0);
         if up > 0 {
             // Every runnable `v_j - v0` shrinks by `up`.
-            self.sum -= up as i128 * self.load;
+            self.sum -= up as i128 * self.load as i128;
             self.v0 = m;
         }
     }
@@ -453,17 +468,17 @@ impl Eevdf {
                 // departure) while asleep; it never grows.
                 vl = (vl + rel(v_avg, e.v_saved).max(0) as i128).min(0);
             }
-            let w = e.weight as i128;
-            let scaled = clamp_span(div_trunc_i128(vl * (others + w), others));
+            let w = e.weight as i64;
+            let scaled = clamp_span(div_trunc_i128(vl * (others + w) as i128, others as i128));
             e.v = v_avg.wrapping_sub(scaled as u64);
             e.d = e.v.wrapping_add(vslice);
         }
         e.fresh = false;
         e.runnable = true;
-        let (v, w) = (e.v, e.weight as i128);
+        let (v, w) = (e.v, e.weight as i64);
         self.mask[i / 64] |= 1 << (i % 64);
         self.runnable += 1;
-        self.sum += rel(v, self.v0) as i128 * w;
+        self.sum += rel(v, self.v0) as i128 * w as i128;
         self.load += w;
     }
 
@@ -473,8 +488,8 @@ impl Eevdf {
         let (sum, load) = self.weighted_sums();
         let v_avg = self.avg_of((sum, load));
         // The sums without `i`, for the V of the queues that stay (below).
-        let (w, vi) = (self.ents[i].weight as i128, self.ents[i].v);
-        let staying = (sum - rel(vi, self.v0) as i128 * w, load - w);
+        let (w, vi) = (self.ents[i].weight as i64, self.ents[i].v);
+        let staying = (sum - rel(vi, self.v0) as i128 * w as i128, load - w);
         let e = &mut self.ents[i];
         let limit = e.lag_limit();
         // Credit is clamped; debt is kept whole and decays while asleep
@@ -494,7 +509,7 @@ impl Eevdf {
 
     /// R10: changes the weight of `i`, keeping its lag and relative deadline.
     pub(crate) fn set_weight(&mut self, i: usize, weight: u64) {
-        debug_assert!(weight > 0);
+        debug_assert!(weight > 0 && weight <= u32::MAX as u64);
         let v_avg = self.avg_vruntime();
         let v0 = self.v0;
         let e = &mut self.ents[i];
@@ -507,11 +522,12 @@ impl Eevdf {
             e.d =
                 e.v.wrapping_add(clamp_span(div_trunc_i128(rd * w, w2)) as u64);
             self.sum += rel(e.v, v0) as i128 * w2 - old;
-            self.load += w2 - w;
+            self.load += (w2 - w) as i64;
         } else {
             e.vlag = clamp_span(div_trunc_i128(e.vlag as i128 * w, w2));
         }
         e.weight = weight;
+        e.vreq = Entity::vslice_of(weight, e.request_ns);
     }
 
     /// Would `j` be picked over the running queue `cur` now, ignoring the
