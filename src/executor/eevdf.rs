@@ -127,14 +127,14 @@ fn div_ceil_u128(a: u128, b: u64) -> u128 {
     }
 }
 
-/// `floor(a / b)` (`b > 0`), in 64 bits when both fit, as [`div_u128`].
+/// `floor(a / b)` (`b > 0`) for a 64-bit divisor (`W`), in 64 bits when
+/// `a` fits, as [`div_u128`].
 #[inline]
-fn div_floor_i128(a: i128, b: i128) -> i128 {
+fn div_floor_by(a: i128, b: i64) -> i128 {
     debug_assert!(b > 0);
-    match (i64::try_from(a), i64::try_from(b)) {
-        // `div_euclid` by a positive divisor is the floor.
-        (Ok(a), Ok(b)) => a.div_euclid(b) as i128,
-        _ => a.div_euclid(b),
+    match i64::try_from(a) {
+        Ok(a) => a.div_euclid(b) as i128,
+        Err(_) => a.div_euclid(b as i128),
     }
 }
 
@@ -313,8 +313,7 @@ impl Eevdf {
         if load == 0 {
             return self.v0;
         }
-        self.v0
-            .wrapping_add(div_floor_i128(sum, load as i128) as i64 as u64)
+        self.v0.wrapping_add(div_floor_by(sum, load) as i64 as u64)
     }
 
     /// `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j` over the runnable queues,
@@ -462,14 +461,23 @@ impl Eevdf {
             e.v = v_avg;
             e.d = e.v.wrapping_add(vslice / 2);
         } else {
-            let mut vl = e.vlag as i128;
+            let mut vl = e.vlag;
             if vl < 0 {
                 // Debt decays by the progress of V (of the others, as at
-                // departure) while asleep; it never grows.
-                vl = (vl + rel(v_avg, e.v_saved).max(0) as i128).min(0);
+                // departure) while asleep; it never grows. (A negative
+                // plus a non-negative `i64`: no overflow.)
+                vl = (vl + rel(v_avg, e.v_saved).max(0)).min(0);
             }
             let w = e.weight as i64;
-            let scaled = clamp_span(div_trunc_i128(vl * (others + w) as i128, others as i128));
+            // `vl·(W + w)/W`, in 64 bits when the product fits (the same
+            // truncated quotient as in 128).
+            let scaled = match vl.checked_mul(others + w) {
+                Some(p) => (p / others).clamp(-(V_SPAN as i64), V_SPAN as i64),
+                None => clamp_span(div_trunc_i128(
+                    vl as i128 * (others + w) as i128,
+                    others as i128,
+                )),
+            };
             e.v = v_avg.wrapping_sub(scaled as u64);
             e.d = e.v.wrapping_add(vslice);
         }
@@ -599,7 +607,9 @@ mod tests {
         let divs: Vec<i128> = vec![1, 2, 3, 1024, 7919, i64::MAX as i128, i64::MAX as i128 + 5];
         for &a in &nums {
             for &b in &divs {
-                assert_eq!(div_floor_i128(a, b), a.div_euclid(b), "floor {a} / {b}");
+                if let Ok(b64) = i64::try_from(b) {
+                    assert_eq!(div_floor_by(a, b64), a.div_euclid(b), "floor {a} / {b}");
+                }
                 assert_eq!(div_trunc_i128(a, b), a / b, "trunc {a} / {b}");
                 if a >= 0 && b <= u64::MAX as i128 {
                     let (ua, ub) = (a as u128, b as u64);
