@@ -131,6 +131,11 @@ impl Core {
             // interval (61 ms for polls of 1 ms).
             return 1;
         }
-        (left / cost).clamp(1, r.turn.polls_left.get().max(1) as u64) as u32
+        let most = r.turn.polls_left.get().max(1) as u64;
+        if cost.checked_mul(most).is_some_and(|all| left >= all) {
+            // `left / cost >= most`: the clamp's result, without a division.
+            return most as u32;
+        }
+        (left / cost).clamp(1, most) as u32
     }
 }
