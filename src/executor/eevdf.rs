@@ -645,6 +645,45 @@ mod tests {
         }
     }
 
+    /// The shift of a power-of-two weight gives the rounded-up quotient of
+    /// the division, at the edges of the range too.
+    #[test]
+    fn vdelta_shift_agrees_with_division() {
+        let deltas = [
+            0,
+            1,
+            2,
+            1023,
+            1024,
+            1025,
+            999_999,
+            u64::MAX / 1024,
+            u64::MAX,
+        ];
+        for k in 0..32 {
+            let w = 1u64 << k;
+            for &d in &deltas {
+                let div = div_ceil_u128(d as u128 * K as u128, w).min(V_SPAN as u128) as u64;
+                assert_eq!(vdelta(d, w), div, "{d} at weight {w}");
+            }
+        }
+    }
+
+    /// V of a lone runnable queue is its vruntime, as the weighted average
+    /// gives it, wrapping vruntimes included.
+    #[test]
+    fn lone_queue_average_is_its_vruntime() {
+        for (w, v0, v) in [(1, 0, 5), (7, u64::MAX - 3, 10), (9_999, 100, 100)] {
+            let mut t = table(&[3, w]);
+            t.v0 = v0;
+            t.place(1);
+            t.ents[1].v = v;
+            t.resync();
+            assert_eq!(t.avg_vruntime(), v);
+            assert_eq!(t.avg_vruntime(), t.avg_of(t.weighted_sums()));
+        }
+    }
+
     #[test]
     fn vdelta_rounds_up() {
         assert_eq!(vdelta(1, 1024), 1);
