@@ -229,7 +229,8 @@ impl Core {
         let _marker = crate::task::current::begin_run();
         let mut held = Held::new(self, q);
         let drained = self.poll_tasks(q, mode, &mut held);
-        held.put_back();
+        // Puts the batch back (`Held::put_back`) before the run's end.
+        drop(held);
         self.end_run(q, drained)
     }
 
