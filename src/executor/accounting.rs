@@ -25,6 +25,7 @@ impl Core {
     /// Reads the clock and charges the time since the last checkpoint to
     /// queue `q` (R1, R4), then sets the countdown to the next one and
     /// whether the run stops here.
+    #[inline(never)]
     pub(crate) fn checkpoint(&self, q: usize) {
         self.charge_now(q);
         self.reset_countdown(q);

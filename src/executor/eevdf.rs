@@ -377,6 +377,7 @@ impl Eevdf {
     /// R1 + R4: charges `delta_ns` of service to `i`. Returns `true` when the
     /// request is used up (`v >= d`); the deadline is then renewed.
     #[must_use = "`true` means the request was used and renewed: the run's slice is over (R8b)"]
+    #[inline(always)]
     pub(crate) fn charge(&mut self, i: usize, delta_ns: u64) -> bool {
         let v0 = self.v0;
         let e = &mut self.ents[i];
