@@ -124,12 +124,13 @@ impl Core {
         bump(&self.counters.turns);
         self.boundary();
         loop {
-            let picked = self
-                .queues
-                .borrow_mut()
-                .eevdf
-                .pick(r.current.prev.get(), self.cfg.general_pick);
-            let Some(q) = picked else {
+            // The pick and the start of the run it picks, under one borrow.
+            let started = {
+                let mut qs = self.queues.borrow_mut();
+                let picked = qs.eevdf.pick(r.current.prev.get(), self.cfg.general_pick);
+                picked.map(|q| (q, self.start_run(&mut qs, q)))
+            };
+            let Some((q, kind)) = started else {
                 return if self.deferred.borrow().is_empty()
                     && self.deferred_wakers.borrow().is_empty()
                 {
@@ -140,7 +141,7 @@ impl Core {
             };
             // A held panic resumes out of the driver, which returns here
             // only after it (`PanicSink::rethrow`).
-            if self.run_queue(q) || self.panics.holds() {
+            if self.run_queue(q, kind) || self.panics.holds() {
                 return Turn::Busy;
             }
             // Whatever needs boundary work (a placement, an abort, the
@@ -186,8 +187,10 @@ impl Core {
         }
     }
 
-    /// Runs queue `q` until a boundary ends the run. Returns `true` when
-    /// the turn's budget is spent.
+    /// Runs queue `q`, which [`start_run`](Self::start_run) started and
+    /// whose scheduler's needs (`sched_timing`, `tell_polled`) it returned,
+    /// until a boundary ends the run. Returns `true` when the turn's budget
+    /// is spent.
     ///
     /// Two instances of one loop: the common one (a real clock read every
     /// few polls, no per-poll timing or observation) has those branches
@@ -195,13 +198,7 @@ impl Core {
     /// and each instance has `poll_task` inlined.
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
-    fn run_queue(&self, q: usize) -> bool {
-        let (sched_timing, tell_polled) = {
-            let mut qs = self.queues.borrow_mut();
-            qs.list[q].counters.runs += 1;
-            self.start_run(&qs, q);
-            (qs.list[q].timing, !qs.list[q].sched.is_stateless())
-        };
+    fn run_queue(&self, q: usize, (sched_timing, tell_polled): (bool, bool)) -> bool {
         if sched_timing || self.cfg.per_poll_timing || self.cheap_clock {
             self.run_queue_in::<true>(q, sched_timing, tell_polled)
         } else {
@@ -264,14 +261,18 @@ impl Core {
     }
 
     /// A run of `q` starts at the last checkpoint, with no cause to end it
-    /// yet and the countdown to its first checkpoint.
+    /// yet and the countdown to its first checkpoint. Returns whether its
+    /// scheduler wants per-poll timing and `polled` calls (for
+    /// [`run_queue`](Self::run_queue)).
     #[inline(always)]
-    fn start_run(&self, qs: &Queues, q: usize) {
+    fn start_run(&self, qs: &mut Queues, q: usize) -> (bool, bool) {
         let r = &self.run;
+        qs.list[q].counters.runs += 1;
         r.current.queue.set(Some(q));
         r.current.start_ns.set(r.clock.last_ns.get());
         r.end.clear();
         self.reset_countdown_in(qs, q);
+        (qs.list[q].timing, !qs.list[q].sched.is_stateless())
     }
 
     /// Polls the tasks `held` hands out until a boundary ends the run.
@@ -505,6 +506,7 @@ impl Core {
     /// leaves the next pick the queue to continue, if RUN_TO_PARITY still
     /// protects it. Returns `true` when the turn's budget is spent.
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
+    #[inline(always)]
     fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
         if r.clock.countdown_set.get() != r.clock.countdown.get() {
