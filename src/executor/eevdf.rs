@@ -513,6 +513,7 @@ impl Eevdf {
     }
 
     /// R7: queue `i` ran out of runnable tasks at the end of its run.
+    #[inline(always)]
     pub(crate) fn depart(&mut self, i: usize) {
         debug_assert!(self.ents[i].runnable);
         let (sum, load) = self.weighted_sums();
