@@ -297,6 +297,12 @@ impl Eevdf {
     /// The runnable queue of lowest index.
     #[inline(always)]
     fn first_runnable(&self) -> Option<usize> {
+        // The first 64 queues (all of them, for most executors): no loop.
+        if let Some(&bits) = self.mask.first() {
+            if bits != 0 {
+                return Some(bits.trailing_zeros() as usize);
+            }
+        }
         self.mask
             .iter()
             .position(|&bits| bits != 0)
