@@ -19,6 +19,8 @@
 //!   runtime through `run_until` (yields wait for tokio's driver turn);
 //! * `tourbillon 4 queues`: standalone, 4 queues with shares 1:2:3:4 sharing
 //!   the 50,000 tasks round-robin;
+//! * `tourbillon 8 queues`: the same with 8 queues, shares 1:2:...:8 (what
+//!   the EEVDF pick costs among more queues);
 //! * `tourbillon Las exact 1 queue`: standalone, one queue with
 //!   `Las::exact()` (every task its own group; `Las` times every poll, so
 //!   this series adds one clock read per poll and a heap push/pop per wake
@@ -32,7 +34,7 @@
 //!   poll, a histogram record per poll).
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
-//! medians to tokio `LocalSet` (and of 4 queues to 1 queue, and of each
+//! medians to tokio `LocalSet` (and of 4 and 8 queues to 1 queue, and of each
 //! `Las` to `RunnableFifo` on one queue). The process pins
 //! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
 //!
@@ -207,6 +209,12 @@ fn main() {
             faults: vec![],
         },
         Series {
+            name: "tourbillon 8 queues 1:2:...:8",
+            run: Box::new(|n| tourbillon_standalone(8, n)),
+            samples: vec![],
+            faults: vec![],
+        },
+        Series {
             name: "tourbillon Las exact 1 queue",
             run: Box::new(|n| tourbillon_las(Sched::Las, n)),
             samples: vec![],
@@ -264,11 +272,13 @@ fn main() {
         );
     }
     let four = median(&series[3].samples);
-    let exact = median(&series[4].samples);
-    let las = median(&series[5].samples);
-    let observed = median(&series[6].samples);
+    let eight = median(&series[4].samples);
+    let exact = median(&series[5].samples);
+    let las = median(&series[6].samples);
+    let observed = median(&series[7].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
+    println!("8 queues / 1 queue (medians): {:.3}", eight / one_queue);
     println!(
         "Las (default, quantized) / RunnableFifo (medians, 1 queue): {:.3}",
         las / one_queue

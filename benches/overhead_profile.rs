@@ -20,6 +20,12 @@
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
 //! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
 //!
+//! `queues8 R` runs the headline workload R times (default 1) on 8 queues
+//! with shares 1:2:...:8, the tasks spread round-robin, each round on a new
+//! executor (collect with `--toggle-collect=overhead_profile::workload`;
+//! the same as `R 5 8 fresh`): against `R 5 1 fresh`, what the EEVDF pick
+//! among several queues costs.
+//!
 //! `las R Y` runs the headline workload R times (default 1) on one
 //! `Las::new()` queue, tasks yielding Y times (default 5), each round on a
 //! new executor (collect with `--toggle-collect=overhead_profile::workload`).
@@ -252,6 +258,17 @@ fn main() {
         for _ in 0..rounds {
             let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
             spawn_empty(&ex, tasks);
+        }
+        return;
+    }
+    if nth(1) == Some("queues8") {
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        for _ in 0..rounds {
+            let mut b = tourbillon::Builder::new();
+            for q in 0..8u8 {
+                b = b.queue(q, q as u32 + 1);
+            }
+            workload(&b.build().unwrap(), 5, TASKS);
         }
         return;
     }

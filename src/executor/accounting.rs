@@ -19,11 +19,13 @@
 //! run starts or ends are the run loop's.
 
 use super::core::Core;
+use super::queues::Queues;
 
 impl Core {
     /// Reads the clock and charges the time since the last checkpoint to
     /// queue `q` (R1, R4), then sets the countdown to the next one and
     /// whether the run stops here.
+    #[inline(never)]
     pub(crate) fn checkpoint(&self, q: usize) {
         self.charge_now(q);
         self.reset_countdown(q);
@@ -33,7 +35,15 @@ impl Core {
     /// The charge of [`checkpoint`](Self::checkpoint), without the
     /// countdown and the stop flag, which the caller must set.
     pub(super) fn charge_now(&self, q: usize) {
+        // The clock is user code: read before the queues are borrowed.
         let now = self.now_ns();
+        self.charge_in(&mut self.queues.borrow_mut(), q, now);
+    }
+
+    /// [`charge_now`](Self::charge_now) with the clock read (`now`) and the
+    /// queues borrowed by the caller.
+    #[inline(always)]
+    pub(super) fn charge_in(&self, qs: &mut Queues, q: usize, now: u64) {
         let r = &self.run;
         let delta = now.saturating_sub(r.clock.last_ns.get());
         r.clock.last_ns.set(now);
@@ -44,20 +54,17 @@ impl Core {
         self.counters
             .polls
             .set(self.counters.polls.get() + u64::from(polls));
-        {
-            let mut qs = self.queues.borrow_mut();
-            if qs.eevdf.charge(q, delta) {
-                r.end.slice_over.set(true);
-                r.end.renewed.set(true);
-            } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
-                // Alone, a used request does not end the run (R5 would pick
-                // the queue again) and R4 renewed it: once another queue
-                // is placed, the run ends when the request in force is
-                // used (R8b), not at once.
-                r.end.slice_over.set(false);
-            }
-            qs.list[q].record_service(delta, polls);
+        if qs.eevdf.charge(q, delta) {
+            r.end.slice_over.set(true);
+            r.end.renewed.set(true);
+        } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
+            // Alone, a used request does not end the run (R5 would pick
+            // the queue again) and R4 renewed it: once another queue is
+            // placed, the run ends when the request in force is used
+            // (R8b), not at once.
+            r.end.slice_over.set(false);
         }
+        qs.list[q].record_service(delta, polls);
         if now.saturating_sub(r.turn.start_ns.get()) >= r.turn.host_interval_ns.get() {
             r.turn.over.set(true);
         }
@@ -87,20 +94,27 @@ impl Core {
     /// Sets the countdown to the next checkpoint; only right after a
     /// checkpoint (or at a run's start), when no poll is uncharged.
     pub(crate) fn reset_countdown(&self, q: usize) {
-        let n = self.countdown(q);
+        self.reset_countdown_in(&self.queues.borrow(), q);
+    }
+
+    /// [`reset_countdown`](Self::reset_countdown) with the queues borrowed
+    /// by the caller.
+    #[inline(always)]
+    pub(super) fn reset_countdown_in(&self, qs: &Queues, q: usize) {
+        let n = self.countdown(qs, q);
         self.run.clock.countdown.set(n);
         self.run.clock.countdown_set.set(n);
     }
 
     /// Polls that fit before the next needed checkpoint (amortised mode).
-    fn countdown(&self, q: usize) -> u32 {
+    #[inline(always)]
+    fn countdown(&self, qs: &Queues, q: usize) -> u32 {
         let r = &self.run;
         if r.turn.polls_left.get() <= 1 {
             // The turn's last poll (or past it): nothing to divide. At the
             // end of every full turn (callgrind).
             return 1;
         }
-        let qs = self.queues.borrow();
         let elapsed = r.clock.last_ns.get().saturating_sub(r.turn.start_ns.get());
         let mut left = r.turn.host_interval_ns.get().saturating_sub(elapsed);
         if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
@@ -118,6 +132,11 @@ impl Core {
             // interval (61 ms for polls of 1 ms).
             return 1;
         }
-        (left / cost).clamp(1, r.turn.polls_left.get().max(1) as u64) as u32
+        let most = r.turn.polls_left.get().max(1) as u64;
+        if cost.checked_mul(most).is_some_and(|all| left >= all) {
+            // `left / cost >= most`: the clamp's result, without a division.
+            return most as u32;
+        }
+        (left / cost).clamp(1, most) as u32
     }
 }

@@ -161,6 +161,7 @@ impl Core {
 
     /// A queue went from empty to non-empty: it needs placement at the next
     /// boundary, and the host must run us if we are not running.
+    #[inline(always)]
     pub(super) fn on_activation(&self) {
         self.attention.set(true);
         if !self.driving.get() {

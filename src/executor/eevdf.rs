@@ -127,14 +127,14 @@ fn div_ceil_u128(a: u128, b: u64) -> u128 {
     }
 }
 
-/// `floor(a / b)` (`b > 0`), in 64 bits when both fit, as [`div_u128`].
+/// `floor(a / b)` (`b > 0`) for a 64-bit divisor (`W`), in 64 bits when
+/// `a` fits, as [`div_u128`].
 #[inline]
-fn div_floor_i128(a: i128, b: i128) -> i128 {
+fn div_floor_by(a: i128, b: i64) -> i128 {
     debug_assert!(b > 0);
-    match (i64::try_from(a), i64::try_from(b)) {
-        // `div_euclid` by a positive divisor is the floor.
-        (Ok(a), Ok(b)) => a.div_euclid(b) as i128,
-        _ => a.div_euclid(b),
+    match i64::try_from(a) {
+        Ok(a) => a.div_euclid(b) as i128,
+        Err(_) => a.div_euclid(b as i128),
     }
 }
 
@@ -160,7 +160,14 @@ pub(crate) fn rel(a: u64, b: u64) -> i64 {
 #[inline]
 pub(crate) fn vdelta(delta_ns: u64, weight: u64) -> u64 {
     let num = delta_ns as u128 * K as u128;
-    div_ceil_u128(num, weight).min(V_SPAN as u128) as u64
+    let q = if weight.is_power_of_two() {
+        // A shift instead of a division (shares 1, 2, 4, ...): the same
+        // rounded-up quotient.
+        (num + (weight - 1) as u128) >> weight.trailing_zeros()
+    } else {
+        div_ceil_u128(num, weight)
+    };
+    q.min(V_SPAN as u128) as u64
 }
 
 /// Real nanoseconds that `vdelta` virtual ns are worth at weight `w`,
@@ -183,10 +190,15 @@ pub(crate) struct Entity {
     pub(crate) runnable: bool,
     /// Never placed yet (first placement uses half a request).
     pub(crate) fresh: bool,
+    /// [`vslice`](Self::vslice), kept with the weight (`set_weight`): a
+    /// division less in every charge that renews, placement and departure.
+    vreq: u64,
 }
 
 impl Entity {
     pub(crate) fn new(weight: u64, request_ns: u64) -> Self {
+        // Shares are `u32`: the sum of the weights fits in `i64` (`load`).
+        debug_assert!(weight > 0 && weight <= u32::MAX as u64);
         Self {
             weight,
             request_ns,
@@ -196,12 +208,20 @@ impl Entity {
             v_saved: 0,
             runnable: false,
             fresh: true,
+            vreq: Self::vslice_of(weight, request_ns),
         }
     }
 
     /// The request in virtual time, `r·K/w`, at most [`V_SPAN`].
+    #[inline]
     pub(crate) fn vslice(&self) -> u64 {
-        div_u128(self.request_ns as u128 * K as u128, self.weight).min(V_SPAN as u128) as u64
+        debug_assert_eq!(self.vreq, Self::vslice_of(self.weight, self.request_ns));
+        self.vreq
+    }
+
+    /// `r·K/w`, at most [`V_SPAN`].
+    fn vslice_of(weight: u64, request_ns: u64) -> u64 {
+        div_u128(request_ns as u128 * K as u128, weight).min(V_SPAN as u128) as u64
     }
 
     /// The lag clamp `L_i = 2·r_i·K/w_i` (R7).
@@ -221,8 +241,14 @@ pub(crate) struct Eevdf {
     /// runnable set and of `v0` (as Linux keeps `avg_vruntime`'s sums), so
     /// that V and eligibility cost no pass over the queues.
     sum: i128,
-    /// `W = Σ_j w_j` over the runnable queues.
-    load: i128,
+    /// `W = Σ_j w_j` over the runnable queues: at most 256 queues of at
+    /// most 10,000 shares (`MAX_QUEUES`, `MAX_SHARES`), so 64 bits hold it,
+    /// and each product with it is one 64-by-64-bit multiplication.
+    load: i64,
+    /// The runnable queues as a bit set (bit `i % 64` of word `i / 64`),
+    /// so that the pick and `v0` visit only them, and a lone runnable
+    /// queue is found without a pass over the table.
+    mask: Vec<u64>,
 }
 
 impl Eevdf {
@@ -233,6 +259,7 @@ impl Eevdf {
             runnable: 0,
             sum: 0,
             load: 0,
+            mask: Vec::new(),
         };
         t.resync();
         t
@@ -243,6 +270,43 @@ impl Eevdf {
     pub(crate) fn resync(&mut self) {
         self.runnable = self.ents.iter().filter(|e| e.runnable).count();
         (self.sum, self.load) = self.recompute_sums();
+        self.mask = vec![0; self.ents.len().div_ceil(64)];
+        for i in 0..self.ents.len() {
+            if self.ents[i].runnable {
+                self.mask[i / 64] |= 1 << (i % 64);
+            }
+        }
+    }
+
+    /// The runnable queues, in index order.
+    #[inline]
+    fn runnable_queues(&self) -> impl Iterator<Item = usize> + '_ {
+        self.mask.iter().enumerate().flat_map(|(w, &bits)| {
+            let mut bits = bits;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + b)
+            })
+        })
+    }
+
+    /// The runnable queue of lowest index.
+    #[inline(always)]
+    fn first_runnable(&self) -> Option<usize> {
+        // The first 64 queues (all of them, for most executors): no loop.
+        if let Some(&bits) = self.mask.first() {
+            if bits != 0 {
+                return Some(bits.trailing_zeros() as usize);
+            }
+        }
+        self.mask
+            .iter()
+            .position(|&bits| bits != 0)
+            .map(|w| w * 64 + self.mask[w].trailing_zeros() as usize)
     }
 
     /// Number of runnable queues.
@@ -253,24 +317,38 @@ impl Eevdf {
     /// V (R2): weighted average vruntime of the runnable queues, floored;
     /// `v0` when none is runnable.
     pub(crate) fn avg_vruntime(&self) -> u64 {
+        self.avg_now()
+    }
+
+    /// [`avg_vruntime`](Self::avg_vruntime), inlined into placement and
+    /// departure.
+    #[inline(always)]
+    fn avg_now(&self) -> u64 {
+        if self.runnable == 1 {
+            // One runnable queue `j`: `S = (v_j - v0)·w_j` and `W = w_j`,
+            // so V is `v_j` exactly, without a division.
+            if let Some(j) = self.first_runnable() {
+                debug_assert_eq!(self.ents[j].v, self.avg_of(self.weighted_sums()));
+                return self.ents[j].v;
+            }
+        }
         self.avg_of(self.weighted_sums())
     }
 
     /// V from the sums of [`weighted_sums`](Self::weighted_sums).
     #[inline]
-    fn avg_of(&self, (sum, load): (i128, i128)) -> u64 {
+    fn avg_of(&self, (sum, load): (i128, i64)) -> u64 {
         if load == 0 {
             return self.v0;
         }
-        self.v0
-            .wrapping_add(div_floor_i128(sum, load) as i64 as u64)
+        self.v0.wrapping_add(div_floor_by(sum, load) as i64 as u64)
     }
 
     /// `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j` over the runnable queues,
     /// exactly (kept up to date; debug builds check them against a pass
     /// over the queues).
     #[inline]
-    fn weighted_sums(&self) -> (i128, i128) {
+    fn weighted_sums(&self) -> (i128, i64) {
         debug_assert_eq!(
             (self.sum, self.load),
             self.recompute_sums(),
@@ -281,11 +359,11 @@ impl Eevdf {
 
     /// The sums of [`weighted_sums`](Self::weighted_sums) by a pass over the
     /// queues.
-    fn recompute_sums(&self) -> (i128, i128) {
-        let (mut sum, mut load) = (0i128, 0i128);
+    fn recompute_sums(&self) -> (i128, i64) {
+        let (mut sum, mut load) = (0i128, 0i64);
         for e in self.ents.iter().filter(|e| e.runnable) {
             sum += rel(e.v, self.v0) as i128 * e.weight as i128;
-            load += e.weight as i128;
+            load += e.weight as i64;
         }
         (sum, load)
     }
@@ -293,8 +371,8 @@ impl Eevdf {
     /// R3 from the sums of [`weighted_sums`](Self::weighted_sums): `i` is
     /// eligible iff `Σ_j (v_j - v_i)·w_j = S - (v_i - v0)·W >= 0`.
     #[inline]
-    fn eligible_in(&self, i: usize, (sum, load): (i128, i128)) -> bool {
-        sum - rel(self.ents[i].v, self.v0) as i128 * load >= 0
+    fn eligible_in(&self, i: usize, (sum, load): (i128, i64)) -> bool {
+        sum - rel(self.ents[i].v, self.v0) as i128 * load as i128 >= 0
     }
 
     /// R3: `i` is eligible iff `Σ_j (v_j - v_i)·w_j >= 0` over runnable `j`.
@@ -305,6 +383,7 @@ impl Eevdf {
     /// R1 + R4: charges `delta_ns` of service to `i`. Returns `true` when the
     /// request is used up (`v >= d`); the deadline is then renewed.
     #[must_use = "`true` means the request was used and renewed: the run's slice is over (R8b)"]
+    #[inline(always)]
     pub(crate) fn charge(&mut self, i: usize, delta_ns: u64) -> bool {
         let v0 = self.v0;
         let e = &mut self.ents[i];
@@ -329,7 +408,14 @@ impl Eevdf {
     pub(crate) fn pick(&mut self, prev: Option<usize>, general: bool) -> Option<usize> {
         let chosen = match self.runnable {
             0 => None,
-            1 if !general => self.ents.iter().position(|e| e.runnable),
+            1 if !general => {
+                // The lone queue is the minimum of `v0`'s update.
+                let lone = self.first_runnable();
+                if let Some(i) = lone {
+                    self.raise_v0(self.ents[i].v);
+                }
+                return lone;
+            }
             _ => match prev {
                 Some(c)
                     if self.ents[c].runnable
@@ -353,8 +439,9 @@ impl Eevdf {
         // with `S = Σ_j (v_j - v0)·w_j` and `W = Σ_j w_j`, exactly.
         let sums = self.weighted_sums();
         let mut best: Option<usize> = None;
-        for (i, e) in self.ents.iter().enumerate() {
-            if !e.runnable || !self.eligible_in(i, sums) {
+        for i in self.runnable_queues() {
+            let e = &self.ents[i];
+            if !self.eligible_in(i, sums) {
                 continue;
             }
             match best {
@@ -368,18 +455,22 @@ impl Eevdf {
     /// `v0 = max(v0, min v_j)` over runnable queues: `v0` never decreases.
     fn advance_v0(&mut self) {
         let min = self
-            .ents
-            .iter()
-            .filter(|e| e.runnable)
-            .map(|e| e.v)
+            .runnable_queues()
+            .map(|i| self.ents[i].v)
             .min_by(|a, b| rel(*a, *b).cmp(&0));
         if let Some(m) = min {
-            let up = rel(m, self.v0);
-            if up > 0 {
-                // Every runnable `v_j - v0` shrinks by `up`.
-                self.sum -= up as i128 * self.load;
-                self.v0 = m;
-            }
+            self.raise_v0(m);
+        }
+    }
+
+    /// `v0 = max(v0, m)`, for `m` the least runnable vruntime.
+    #[inline]
+    fn raise_v0(&mut self, m: u64) {
+        let up = rel(m, self.v0);
+        if up > 0 {
+            // Every runnable `v_j - v0` shrinks by `up`.
+            self.sum -= up as i128 * self.load as i128;
+            self.v0 = m;
         }
     }
 
@@ -387,8 +478,7 @@ impl Eevdf {
     pub(crate) fn place(&mut self, i: usize) {
         debug_assert!(!self.ents[i].runnable);
         // `i` is not runnable yet: the load of the sums is the others'.
-        let sums = self.weighted_sums();
-        let (v_avg, others) = (self.avg_of(sums), sums.1);
+        let (v_avg, others) = (self.avg_now(), self.weighted_sums().1);
         let e = &mut self.ents[i];
         let vslice = e.vslice();
         if others == 0 {
@@ -399,33 +489,44 @@ impl Eevdf {
             e.v = v_avg;
             e.d = e.v.wrapping_add(vslice / 2);
         } else {
-            let mut vl = e.vlag as i128;
+            let mut vl = e.vlag;
             if vl < 0 {
                 // Debt decays by the progress of V (of the others, as at
-                // departure) while asleep; it never grows.
-                vl = (vl + rel(v_avg, e.v_saved).max(0) as i128).min(0);
+                // departure) while asleep; it never grows. (A negative
+                // plus a non-negative `i64`: no overflow.)
+                vl = (vl + rel(v_avg, e.v_saved).max(0)).min(0);
             }
-            let w = e.weight as i128;
-            let scaled = clamp_span(div_trunc_i128(vl * (others + w), others));
+            let w = e.weight as i64;
+            // `vl·(W + w)/W`, in 64 bits when the product fits (the same
+            // truncated quotient as in 128).
+            let scaled = match vl.checked_mul(others + w) {
+                Some(p) => (p / others).clamp(-(V_SPAN as i64), V_SPAN as i64),
+                None => clamp_span(div_trunc_i128(
+                    vl as i128 * (others + w) as i128,
+                    others as i128,
+                )),
+            };
             e.v = v_avg.wrapping_sub(scaled as u64);
             e.d = e.v.wrapping_add(vslice);
         }
         e.fresh = false;
         e.runnable = true;
-        let (v, w) = (e.v, e.weight as i128);
+        let (v, w) = (e.v, e.weight as i64);
+        self.mask[i / 64] |= 1 << (i % 64);
         self.runnable += 1;
-        self.sum += rel(v, self.v0) as i128 * w;
+        self.sum += rel(v, self.v0) as i128 * w as i128;
         self.load += w;
     }
 
     /// R7: queue `i` ran out of runnable tasks at the end of its run.
+    #[inline(always)]
     pub(crate) fn depart(&mut self, i: usize) {
         debug_assert!(self.ents[i].runnable);
         let (sum, load) = self.weighted_sums();
-        let v_avg = self.avg_of((sum, load));
+        let v_avg = self.avg_now();
         // The sums without `i`, for the V of the queues that stay (below).
-        let (w, vi) = (self.ents[i].weight as i128, self.ents[i].v);
-        let staying = (sum - rel(vi, self.v0) as i128 * w, load - w);
+        let (w, vi) = (self.ents[i].weight as i64, self.ents[i].v);
+        let staying = (sum - rel(vi, self.v0) as i128 * w as i128, load - w);
         let e = &mut self.ents[i];
         let limit = e.lag_limit();
         // Credit is clamped; debt is kept whole and decays while asleep
@@ -433,18 +534,19 @@ impl Eevdf {
         // sleeping (E6).
         e.vlag = rel(v_avg, e.v).min(limit);
         e.runnable = false;
+        self.mask[i / 64] &= !(1 << (i % 64));
         self.runnable -= 1;
         (self.sum, self.load) = staying;
         // The progress of V while asleep is measured on the V of the queues
         // that stay, the V `place` sees: V with `i` included would drop when
         // a debtor leaves and count that drop as more debt.
-        self.ents[i].v_saved = self.avg_of(staying);
-        debug_assert_eq!(self.ents[i].v_saved, self.avg_vruntime());
+        self.ents[i].v_saved = self.avg_now();
+        debug_assert_eq!(self.ents[i].v_saved, self.avg_of(staying));
     }
 
     /// R10: changes the weight of `i`, keeping its lag and relative deadline.
     pub(crate) fn set_weight(&mut self, i: usize, weight: u64) {
-        debug_assert!(weight > 0);
+        debug_assert!(weight > 0 && weight <= u32::MAX as u64);
         let v_avg = self.avg_vruntime();
         let v0 = self.v0;
         let e = &mut self.ents[i];
@@ -457,11 +559,12 @@ impl Eevdf {
             e.d =
                 e.v.wrapping_add(clamp_span(div_trunc_i128(rd * w, w2)) as u64);
             self.sum += rel(e.v, v0) as i128 * w2 - old;
-            self.load += w2 - w;
+            self.load += (w2 - w) as i64;
         } else {
             e.vlag = clamp_span(div_trunc_i128(e.vlag as i128 * w, w2));
         }
         e.weight = weight;
+        e.vreq = Entity::vslice_of(weight, e.request_ns);
     }
 
     /// Would `j` be picked over the running queue `cur` now, ignoring the
@@ -533,7 +636,9 @@ mod tests {
         let divs: Vec<i128> = vec![1, 2, 3, 1024, 7919, i64::MAX as i128, i64::MAX as i128 + 5];
         for &a in &nums {
             for &b in &divs {
-                assert_eq!(div_floor_i128(a, b), a.div_euclid(b), "floor {a} / {b}");
+                if let Ok(b64) = i64::try_from(b) {
+                    assert_eq!(div_floor_by(a, b64), a.div_euclid(b), "floor {a} / {b}");
+                }
                 assert_eq!(div_trunc_i128(a, b), a / b, "trunc {a} / {b}");
                 if a >= 0 && b <= u64::MAX as i128 {
                     let (ua, ub) = (a as u128, b as u64);
@@ -545,6 +650,45 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The shift of a power-of-two weight gives the rounded-up quotient of
+    /// the division, at the edges of the range too.
+    #[test]
+    fn vdelta_shift_agrees_with_division() {
+        let deltas = [
+            0,
+            1,
+            2,
+            1023,
+            1024,
+            1025,
+            999_999,
+            u64::MAX / 1024,
+            u64::MAX,
+        ];
+        for k in 0..32 {
+            let w = 1u64 << k;
+            for &d in &deltas {
+                let div = div_ceil_u128(d as u128 * K as u128, w).min(V_SPAN as u128) as u64;
+                assert_eq!(vdelta(d, w), div, "{d} at weight {w}");
+            }
+        }
+    }
+
+    /// V of a lone runnable queue is its vruntime, as the weighted average
+    /// gives it, wrapping vruntimes included.
+    #[test]
+    fn lone_queue_average_is_its_vruntime() {
+        for (w, v0, v) in [(1, 0, 5), (7, u64::MAX - 3, 10), (9_999, 100, 100)] {
+            let mut t = table(&[3, w]);
+            t.v0 = v0;
+            t.place(1);
+            t.ents[1].v = v;
+            t.resync();
+            assert_eq!(t.avg_vruntime(), v);
+            assert_eq!(t.avg_vruntime(), t.avg_of(t.weighted_sums()));
         }
     }
 

@@ -14,67 +14,88 @@ use crate::task::harness::cancel_idle;
 impl Core {
     /// Work at a poll boundary: foreign wakes, aborts, placement of queues
     /// that became runnable, and the wake-up preemption decision (R9).
+    /// Inlined where it is called, so that the common boundary (a queue to
+    /// place, nothing in the inbox, no abort) costs one call.
+    #[inline(always)]
     pub(crate) fn boundary(&self) {
         self.attention.set(false);
         if self.remote.has_pending() {
-            let (mut ids, mut ops) = self.inbox_batch.take();
-            self.remote.drain_into(&mut ids, &mut ops);
-            for id in ids.drain(..) {
-                self.tasks.borrow().clear_remote_notified(id);
-                self.wake_local(id);
-            }
-            for op in ops.drain(..) {
-                match op {
-                    // The op may drop a future (aborted before it started),
-                    // or a task's spawn may wake a host: user code.
-                    RemoteOp::Spawn(spawn) => {
-                        self.panics.check(boundary::call(|| spawn.run(self)));
-                    }
-                    RemoteOp::Abort(id) => self.abort(id),
-                }
-            }
-            self.inbox_batch.set((ids, ops));
+            self.drain_inbox();
         }
         if !self.aborts.borrow().is_empty() {
-            let ids = std::mem::take(&mut *self.aborts.borrow_mut());
-            for id in ids {
-                if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
-                    // A panic of the destructor is the task's, reported to
-                    // its join handle.
-                    self.finish(id, done, None, false);
-                }
-            }
+            self.drop_aborted();
         }
         self.place_activations(true);
+    }
+
+    /// Foreign wakes and ops from the inbox.
+    #[cold]
+    #[inline(never)]
+    fn drain_inbox(&self) {
+        let (mut ids, mut ops) = self.inbox_batch.take();
+        self.remote.drain_into(&mut ids, &mut ops);
+        for id in ids.drain(..) {
+            self.tasks.borrow().clear_remote_notified(id);
+            self.wake_local(id);
+        }
+        for op in ops.drain(..) {
+            match op {
+                // The op may drop a future (aborted before it started), or
+                // a task's spawn may wake a host: user code.
+                RemoteOp::Spawn(spawn) => {
+                    self.panics.check(boundary::call(|| spawn.run(self)));
+                }
+                RemoteOp::Abort(id) => self.abort(id),
+            }
+        }
+        self.inbox_batch.set((ids, ops));
+    }
+
+    /// Drops the aborted idle tasks.
+    #[cold]
+    #[inline(never)]
+    fn drop_aborted(&self) {
+        let ids = std::mem::take(&mut *self.aborts.borrow_mut());
+        for id in ids {
+            if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
+                // A panic of the destructor is the task's, reported to its
+                // join handle.
+                self.finish(id, done, None, false);
+            }
+        }
     }
 
     /// Places the queues that became runnable and decides preemption.
     /// `between_polls`: called at a poll boundary (no task of the running
     /// queue is being polled), not from inside a poll (`should_yield`).
+    #[inline(never)]
     pub(crate) fn place_activations(&self, between_polls: bool) {
         if self.queues.borrow().pending.is_empty() {
             return;
         }
         let r = &self.run;
         let cur = r.current.queue.get();
-        if let Some(c) = cur {
-            // Charge the running queue first so that V is current (the
-            // countdown and the stop flag are set below, once placed);
-            // unless the last checkpoint was at this boundary (no poll
-            // since), whose `slice_over` must stay as it is.
-            if r.clock.countdown_set.get() != r.clock.countdown.get() {
-                self.charge_now(c);
-            }
-        }
+        // Charge the running queue first so that V is current (the
+        // countdown and the stop flag are set below, once placed); unless
+        // the last checkpoint was at this boundary (no poll since), whose
+        // `slice_over` must stay as it is. The clock is read before the
+        // queues are borrowed (it is user code).
+        let charge = cur
+            .filter(|_| r.clock.countdown_set.get() != r.clock.countdown.get())
+            .map(|c| (c, self.now_ns()));
         let mut qs = self.queues.borrow_mut();
+        if let Some((c, now)) = charge {
+            self.charge_in(&mut qs, c, now);
+        }
         // Between polls, the running queue has nothing left to run: its run
         // ends at its next step whatever is placed, so neither a preemption
         // nor a new countdown would change anything. (Inside a poll the
         // task being polled may still yield or be woken, and a preemption
         // is what `should_yield` asks about.)
         let ending = between_polls && cur.is_some_and(|c| self.run_ends_now(&qs, c));
-        let mut pending = std::mem::take(&mut qs.pending);
-        for &j in &pending {
+        // No user code runs below: nothing is pushed to `pending` meanwhile.
+        for k in 0..qs.pending.len() {
+            let j = qs.pending[k];
             qs.list[j].activation_pending = false;
             if qs.list[j].sched.is_empty() || qs.eevdf.ents[j].runnable {
                 continue;
@@ -94,14 +115,14 @@ impl Core {
                 }
             }
         }
-        pending.clear();
-        if qs.pending.is_empty() {
-            qs.pending = pending;
-        }
+        qs.pending.clear();
         drop(qs);
         if ending {
-            // Charged above: no poll is uncharged.
+            // Charged above: no poll is uncharged. The run ends here rather
+            // than at a take from its empty queue (`end_run` sees the same
+            // empty scheduler).
             r.clock.countdown_set.set(r.clock.countdown.get());
+            r.end.stop.set(true);
         } else if let Some(c) = cur {
             // Amortised clock reads: the next checkpoint comes when what is
             // left of the running queue's request is used, now that it

@@ -40,7 +40,12 @@ impl QueueState {
         self.counters.service_ns = self.counters.service_ns.saturating_add(delta_ns);
         self.counters.polls += u64::from(polls);
         if polls > 0 {
-            let per = delta_ns / polls as u64;
+            // One poll (a run that a queue switch ends): no division.
+            let per = if polls == 1 {
+                delta_ns
+            } else {
+                delta_ns / polls as u64
+            };
             self.poll_cost_ns = if self.poll_cost_ns == 0 {
                 per
             } else {

@@ -129,14 +129,15 @@ impl Core {
         r.turn.polls_left.set(self.cfg.max_polls);
         r.turn.over.set(false);
         bump(&self.counters.turns);
+        self.boundary();
         loop {
-            self.boundary();
-            let picked = self
-                .queues
-                .borrow_mut()
-                .eevdf
-                .pick(r.current.prev.get(), self.cfg.general_pick);
-            let Some(q) = picked else {
+            // The pick and the start of the run it picks, under one borrow.
+            let started = {
+                let mut qs = self.queues.borrow_mut();
+                let picked = qs.eevdf.pick(r.current.prev.get(), self.cfg.general_pick);
+                picked.map(|q| (q, self.start_run(&mut qs, q)))
+            };
+            let Some((q, kind)) = started else {
                 return if self.deferred.borrow().is_empty()
                     && self.deferred_wakers.borrow().is_empty()
                 {
@@ -147,8 +148,13 @@ impl Core {
             };
             // A held panic resumes out of the driver, which returns here
             // only after it (`PanicSink::rethrow`).
-            if self.run_queue(q) || self.panics.holds() {
+            if self.run_queue(q, kind) || self.panics.holds() {
                 return Turn::Busy;
+            }
+            // Whatever needs boundary work (a placement, an abort, the
+            // inbox) set `attention` or the inbox's flag.
+            if self.attention.get() || self.remote.has_pending() {
+                self.boundary();
             }
         }
     }
@@ -188,8 +194,10 @@ impl Core {
         }
     }
 
-    /// Runs queue `q` until a boundary ends the run. Returns `true` when
-    /// the turn's budget is spent.
+    /// Runs queue `q`, which [`start_run`](Self::start_run) started and
+    /// whose scheduler's needs (`sched`) it returned,
+    /// until a boundary ends the run. Returns `true` when the turn's budget
+    /// is spent.
     ///
     /// Three instances of one loop, each with `poll_task` inlined: the
     /// common one (a real clock read every few polls, no per-poll timing
@@ -200,29 +208,17 @@ impl Core {
     /// histograms).
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
     #[inline(always)]
-    fn run_queue(&self, q: usize) -> bool {
-        let (sched_timing, tell_polled, las) = {
-            let mut qs = self.queues.borrow_mut();
-            let st = &mut qs.list[q];
-            st.counters.runs += 1;
-            let las = st.sched.batching_las().is_some();
-            (st.timing, !st.sched.is_stateless(), las)
-        };
-        let sched = SchedMode {
-            timing: sched_timing,
-            tell_polled,
-            las,
-        };
+    fn run_queue(&self, q: usize, sched: SchedMode) -> bool {
         if self.cfg.per_poll_timing {
             self.run_queue_in::<true, true>(q, sched)
-        } else if sched_timing || self.cheap_clock {
+        } else if sched.timing || self.cheap_clock {
             self.run_queue_in::<true, false>(q, sched)
         } else {
             // A batching `Las` times its polls: never in this instance.
             let sched = SchedMode {
                 timing: false,
-                tell_polled,
                 las: false,
+                ..sched
             };
             self.run_queue_in::<false, false>(q, sched)
         }
@@ -243,13 +239,13 @@ impl Core {
         let _run_span = self.run_span(q);
         let mode = self.run_mode::<PER_POLL, OBSERVE>(sched);
         bump(&self.counters.runs);
-        self.start_run(q);
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = crate::task::current::begin_run();
         let mut held = Held::new(self, q);
         let drained = self.poll_tasks(q, mode, &mut held);
-        held.put_back();
+        // Puts the batch back (`Held::put_back`) before the run's end.
+        drop(held);
         self.end_run(q, drained)
     }
 
@@ -291,14 +287,23 @@ impl Core {
     }
 
     /// A run of `q` starts at the last checkpoint, with no cause to end it
-    /// yet and the countdown to its first checkpoint.
+    /// yet and the countdown to its first checkpoint. Returns whether its
+    /// scheduler wants per-poll timing and `polled` calls (for
+    /// [`run_queue`](Self::run_queue)).
     #[inline(always)]
-    fn start_run(&self, q: usize) {
+    fn start_run(&self, qs: &mut Queues, q: usize) -> SchedMode {
         let r = &self.run;
+        qs.list[q].counters.runs += 1;
         r.current.queue.set(Some(q));
         r.current.start_ns.set(r.clock.last_ns.get());
         r.end.clear();
-        self.reset_countdown(q);
+        self.reset_countdown_in(qs, q);
+        let st = &mut qs.list[q];
+        SchedMode {
+            timing: st.timing,
+            tell_polled: !st.sched.is_stateless(),
+            las: st.sched.batching_las().is_some(),
+        }
     }
 
     /// Polls the tasks `held` hands out until a boundary ends the run.
@@ -560,6 +565,7 @@ impl Core {
     /// leaves the next pick the queue to continue, if RUN_TO_PARITY still
     /// protects it. Returns `true` when the turn's budget is spent.
     #[must_use = "`true` ends the turn: dropping it runs past the host-yield budget"]
+    #[inline(always)]
     fn end_run(&self, q: usize, drained: bool) -> bool {
         let r = &self.run;
         if r.clock.countdown_set.get() != r.clock.countdown.get() {

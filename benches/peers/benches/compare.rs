@@ -18,7 +18,8 @@
 //! the allocation counts are those of the executors).
 //!
 //! Systems: tourbillon with one `RunnableFifo` queue, with one `Las::new()`
-//! queue, and with 4 queues of shares 1:2:3:4 (tasks spread round-robin);
+//! queue, with 4 queues of shares 1:2:3:4 and with 8 queues of shares
+//! 1:2:...:8 (tasks spread round-robin);
 //! tokio `current_thread` + `LocalSet` (`spawn_local`, the baseline of every
 //! ratio); tokio `current_thread` with `tokio::spawn`; async-executor
 //! `LocalExecutor`; futures `LocalPool` (`spawn_local_with_handle`);
@@ -377,6 +378,7 @@ enum TbKind {
     Fifo,
     Las,
     FourQueues,
+    EightQueues,
 }
 
 fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, String> {
@@ -398,6 +400,12 @@ fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, Strin
                 b = b.queue(q, q as u32 + 1);
             }
             4
+        }
+        TbKind::EightQueues => {
+            for q in 0..8u8 {
+                b = b.queue(q, q as u32 + 1);
+            }
+            8
         }
     };
     let ex = b.build().map_err(|e| e.to_string())?;
@@ -694,6 +702,10 @@ fn systems() -> Vec<System_> {
             "tourbillon 4 queues 1:2:3:4",
             Box::new(|w, sz| run_tourbillon(TbKind::FourQueues, w, sz)),
         ),
+        (
+            "tourbillon 8 queues 1:2:...:8",
+            Box::new(|w, sz| run_tourbillon(TbKind::EightQueues, w, sz)),
+        ),
         ("async-executor LocalExecutor", Box::new(run_async_executor)),
         ("futures LocalPool", Box::new(run_local_pool)),
         (
@@ -772,11 +784,11 @@ impl Report<'_> {
 
     /// The ratios the performance targets are stated in: tourbillon's
     /// single-queue paths against the floor, `Las` against `RunnableFifo`,
-    /// and a queue switch (W4 with ping and pong on different queues)
-    /// against one queue.
+    /// a queue switch (W4 with ping and pong on different queues) against
+    /// one queue, and W1 on 8 queues of different shares against one.
     fn relative_targets(&self) -> Vec<Target> {
         let (fifo, floor) = ("tourbillon FIFO", "floor (minimal executor)");
-        let rows: [(&'static str, &str, &str, usize, f64); 5] = [
+        let rows: [(&'static str, &str, &str, usize, f64); 6] = [
             ("W3 FIFO / floor", fifo, floor, 2, 1.10),
             ("W4 FIFO / floor", fifo, floor, 3, 1.10),
             ("W2 FIFO / floor (ahead of it)", fifo, floor, 1, 1.00),
@@ -787,6 +799,13 @@ impl Report<'_> {
                 fifo,
                 3,
                 1.15,
+            ),
+            (
+                "W1 8 queues of shares 1:2:...:8 / one queue",
+                "tourbillon 8 queues 1:2:...:8",
+                fifo,
+                0,
+                1.05,
             ),
         ];
         rows.iter()
