@@ -30,8 +30,10 @@
 //! per task, a `Vec` slab with a free list, a `VecDeque<u32>` run queue, a
 //! waker whose clone and drop do nothing), the yardstick for the others.
 //!
-//! Systems are alternated round by round (A B C ... A B C ...), with a fresh
-//! executor or runtime per round, in one process pinned to CPU 1. After the
+//! Systems are alternated round by round, each round starting one system
+//! further (A B C, B C A, C A B, ...: a run is affected by the one before
+//! it, see PROFILING.md, "Why timings move"), with a fresh executor or
+//! runtime per round, in one process pinned to CPU 1. After the
 //! timed rounds, a separate untimed pass counts allocations (a counting
 //! global allocator, switched on only for that pass) per spawned task on W1
 //! and W2. Prints a table per workload (median / min / max, ns per unit,
@@ -1290,8 +1292,17 @@ fn main() {
 
     for round in 0..rounds {
         let t = Instant::now();
+        // Each round starts one system further: a system's run is affected
+        // by the one before it (a runtime that hands its heap back to the
+        // kernel makes the next one fault its pages in afresh), so every
+        // system follows every other in turn instead of always the same.
+        let n = systems.len();
         for (wi, w) in WORKLOADS.iter().enumerate() {
-            for s in systems.iter_mut().filter(|s| s.status.is_ok()) {
+            for k in 0..n {
+                let s = &mut systems[(round + k) % n];
+                if s.status.is_err() {
+                    continue;
+                }
                 match (s.run)(*w, &sizes) {
                     Ok(sample) => s.samples[wi].push(sample.secs),
                     Err(e) => {
