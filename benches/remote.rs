@@ -990,9 +990,15 @@ impl Report {
 /// ([`profile_join`]). Each function is a `--toggle-collect` target:
 /// `valgrind --tool=callgrind --toggle-collect='remote::profile_exec' $B
 /// profile 100000`, Ir / N = the executor's instructions per remote task.
+/// One untimed round of `N` tasks ([`profile_warm_up`], not a toggle
+/// target) runs first on the same executor, so that the measured round
+/// finds the state of a running executor (the thread's cell cache filled,
+/// the slab and the queues grown), as the throughput benchmark does after
+/// its first tasks.
 fn profile(n: usize, bounded: bool) {
     let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
     let remote = ex.remote_spawner();
+    profile_warm_up(&ex, &remote, n);
     let t = Instant::now();
     let hs = if bounded {
         let cap = std::num::NonZeroUsize::new(n.max(1)).unwrap();
@@ -1016,6 +1022,24 @@ fn profile(n: usize, bounded: bool) {
         per(ran),
         per(joined)
     );
+}
+
+/// The untimed round of [`profile`]: spawns, runs and joins `n` tasks.
+#[inline(never)]
+fn profile_warm_up(
+    ex: &tourbillon::Executor<u8>,
+    remote: &tourbillon::RemoteSpawner<u8>,
+    n: usize,
+) {
+    let hs: Vec<_> = (0..n)
+        .map(|i| remote.spawn(0, async move { i }).unwrap())
+        .collect();
+    assert_eq!(ex.run_until_stalled() as usize, n);
+    futures::executor::block_on(async {
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
 }
 
 #[inline(never)]

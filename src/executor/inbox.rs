@@ -320,9 +320,15 @@ impl<Op> Inbox<Op> {
         if bits & OPS != 0 {
             let mut spare = lock(&self.spare);
             std::mem::swap(&mut *lock(&self.ops), &mut *spare);
-            // Moved out (and `ops` grown) with the contended lock released;
-            // `spare` keeps its room for the next swap.
-            ops.append(&mut spare);
+            // Moved out with the contended lock released. Into an empty
+            // `ops` (the executor's drained batch) by a swap, not a copy of
+            // each op: the batch's buffer, with its room, becomes the spare
+            // for the next swap.
+            if ops.is_empty() {
+                std::mem::swap(ops, &mut *spare);
+            } else {
+                ops.append(&mut spare);
+            }
         }
     }
 

@@ -162,11 +162,13 @@ impl<T, S: ?Sized> Shared<T, S> {
     }
 }
 
-impl<T, S> ResultSink<T> for Shared<T, S>
+impl<T, S> ResultSink for Shared<T, S>
 where
     T: Send + 'static,
     S: Send + Sync + 'static,
 {
+    type Output = T;
+
     fn send(self: Arc<Self>, result: Result<T, JoinError>) {
         self.complete(result);
     }

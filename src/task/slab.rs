@@ -22,7 +22,6 @@
 //! ([`JoinCell`]): the handle reads it (COMPLETE, not RUNNING) without the
 //! slab.
 
-use std::any::Any;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -151,50 +150,58 @@ impl<T> OutputId<T> {
 /// Where a remotely spawned task's result goes: the executor's remote slot,
 /// shared with the task's remote join handle (and already allocated by the
 /// spawning thread, so attaching it allocates nothing).
-pub(crate) trait ResultSink<T>: Send + Sync + 'static {
+pub(crate) trait ResultSink: Send + Sync + 'static {
+    /// The output of the task whose result this sink takes.
+    type Output: 'static;
     /// The task completed: hand its result over.
-    fn send(self: Arc<Self>, result: Result<T, JoinError>);
+    fn send(self: Arc<Self>, result: Result<Self::Output, JoinError>);
     /// The task was dropped unfinished (shutdown): the handle reads
     /// `Cancelled`.
     fn cancel(self: Arc<Self>);
 }
 
-/// The erased sink of a [`Deliver`].
-type Sink = Arc<dyn Any + Send + Sync>;
+/// A [`ResultSink`] with its output type erased: what a [`Deliver`] holds.
+/// One virtual call delivers, with no type check at run time: the output
+/// type is checked by the compiler where the sink is attached
+/// ([`TaskSlab::set_deliver`] takes an [`OutputId`] of the sink's output).
+trait ErasedSink: Send + Sync {
+    /// Hands the result of the completed task `raw` to the sink.
+    fn deliver(self: Arc<Self>, raw: RawTask);
+    /// The task was dropped unfinished.
+    fn cancel(self: Arc<Self>);
+}
+
+impl<R: ResultSink> ErasedSink for R {
+    fn deliver(self: Arc<Self>, raw: RawTask) {
+        // SAFETY: `Completion::settle` calls this with the removed entry
+        // alive (it owns a reference to the cell), the task COMPLETE and
+        // not RUNNING (its stage holds the result), on the executor thread;
+        // the task is the one of the `OutputId<R::Output>` this sink was
+        // attached to (`set_deliver`), so its output type is `R::Output`.
+        if let Some(result) = unsafe { raw.take_result::<R::Output>() } {
+            self.send(result);
+        }
+    }
+
+    fn cancel(self: Arc<Self>) {
+        ResultSink::cancel(self);
+    }
+}
 
 /// Hands a remotely spawned task's result to its remote join handle:
 /// [`deliver`](Self::deliver)ed with the completed task (its result still in
 /// the cell), or dropped undelivered when the task is dropped unfinished
-/// (the sink is then cancelled: the handle reads `Cancelled`). Two function
-/// pointers made for the sink's type and the task's output type, and the
-/// sink itself: no allocation.
+/// (the sink is then cancelled: the handle reads `Cancelled`). The sink
+/// itself, behind its erased type: no allocation.
 pub(crate) struct Deliver {
-    sink: Option<Sink>,
-    fns: &'static DeliverFns,
-}
-
-/// The two functions of a [`Deliver`], behind one pointer: a record of a
-/// completing task carries the delivery, and a smaller one moves less.
-struct DeliverFns {
-    send: fn(Sink, RawTask),
-    cancel: fn(Sink),
-}
-
-/// The [`DeliverFns`] for a sink `S` of a task whose output is `T`.
-struct FnsOf<T, S>(PhantomData<(T, S)>);
-
-impl<T: 'static, S: ResultSink<T>> FnsOf<T, S> {
-    const FNS: DeliverFns = DeliverFns {
-        send: send_typed::<T, S>,
-        cancel: cancel_typed::<T, S>,
-    };
+    sink: Option<Arc<dyn ErasedSink>>,
 }
 
 impl Deliver {
     /// Hands the result of the completed task `raw` to the sink.
     pub(crate) fn deliver(mut self, raw: RawTask) {
         if let Some(sink) = self.sink.take() {
-            (self.fns.send)(sink, raw);
+            sink.deliver(raw);
         }
     }
 }
@@ -202,30 +209,8 @@ impl Deliver {
 impl Drop for Deliver {
     fn drop(&mut self) {
         if let Some(sink) = self.sink.take() {
-            (self.fns.cancel)(sink);
+            sink.cancel();
         }
-    }
-}
-
-/// [`Deliver::send`] for a sink `S` of a task whose output is `T`.
-fn send_typed<T: 'static, S: ResultSink<T>>(sink: Sink, raw: RawTask) {
-    let Ok(sink) = sink.downcast::<S>() else {
-        return;
-    };
-    // SAFETY: `Completion::settle` calls this with the removed entry alive
-    // (it owns a reference to the cell), the task COMPLETE and not RUNNING
-    // (its stage holds the result), on the executor thread; the task is the
-    // one of the `OutputId<T>` this was made for (`set_deliver`), so its
-    // output type is `T`.
-    if let Some(result) = unsafe { raw.take_result::<T>() } {
-        sink.send(result);
-    }
-}
-
-/// [`Deliver::cancel`] for a sink `S` of a task whose output is `T`.
-fn cancel_typed<T: 'static, S: ResultSink<T>>(sink: Sink) {
-    if let Ok(sink) = sink.downcast::<S>() {
-        sink.cancel();
     }
 }
 
@@ -340,15 +325,8 @@ impl<S: Schedule> TaskSlab<S> {
 
     /// Makes live task `id` a remotely joined one: no local join handle;
     /// its result goes to `send` when it completes.
-    pub(crate) fn set_deliver<T: 'static, R: ResultSink<T>>(
-        &mut self,
-        oid: OutputId<T>,
-        sink: Arc<R>,
-    ) {
-        let deliver = Deliver {
-            sink: Some(sink),
-            fns: &FnsOf::<T, R>::FNS,
-        };
+    pub(crate) fn set_deliver<R: ResultSink>(&mut self, oid: OutputId<R::Output>, sink: Arc<R>) {
+        let deliver = Deliver { sink: Some(sink) };
         let id = oid.id();
         let Some(e) = self.get(id) else {
             return;
