@@ -57,17 +57,19 @@ const TASKS: usize = 50_000;
 #[inline(never)]
 fn workload(ex: &tourbillon::Executor<u8>, yields: usize, tasks: usize) {
     // As `benches/overhead.rs` spawns: through one `QueueHandle` per
-    // queue, without a division per spawn when there is one queue.
+    // queue, without a division per spawn for a power-of-two number of
+    // queues.
     let handles: Vec<_> = ex
         .queue_keys()
         .iter()
         .map(|&q| ex.queue(q).unwrap())
         .collect();
     let n = handles.len();
+    let mask = n.is_power_of_two().then(|| n - 1);
     ex.block_on(async {
         let hs: Vec<_> = (0..tasks)
             .map(|i| {
-                handles[if n == 1 { 0 } else { i % n }]
+                handles[mask.map_or_else(|| i % n, |m| i & m)]
                     .spawn(async move {
                         for _ in 0..yields {
                             tourbillon::yield_now().await;

@@ -359,10 +359,15 @@ impl Sys for Tourbillon {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        // No division with one queue: a 64-bit `%` per spawn is the
-        // harness's cost, which the systems without queues do not pay.
+        // No division for a power-of-two number of queues (1, 4, 8): a
+        // 64-bit `%` per spawn (about 10 ns here) is the harness's cost,
+        // which the systems without queues do not pay.
         let n = self.0.len();
-        let q = if n == 1 { 0 } else { i % n };
+        let q = if n.is_power_of_two() {
+            i & (n - 1)
+        } else {
+            i % n
+        };
         self.0[q].spawn(f).unwrap()
     }
 
