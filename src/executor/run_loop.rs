@@ -56,9 +56,10 @@ struct RunMode {
     tell_polled: bool,
     /// A task runnable again goes behind through the run's tail.
     fifo_requeue: bool,
-    /// A batching `Las`: each poll is charged to the task's group here,
-    /// and a task runnable again at level 0 goes behind through the run's
-    /// tail.
+    /// A batching `Las`: a task of its own group runnable again goes to
+    /// the run's tail with its poll's duration (charged, and its level
+    /// chosen, when the tail is pushed); any other poll is charged at once
+    /// (`charge_las`).
     las_requeue: bool,
     /// Nested in a host: each poll gets a tokio budget of its own.
     #[cfg(feature = "tokio")]
@@ -278,7 +279,8 @@ impl Core {
             // ones through the run's tail.
             fifo_requeue: !(tell_polled || defer_yields),
             // The same condition for a batching `Las`, whose polls are
-            // charged in the run loop (`requeue_las`).
+            // charged when the tail is pushed (`requeue_tail_charged`), or
+            // at once (`charge_las`).
             las_requeue: las && !defer_yields,
             #[cfg(feature = "tokio")]
             own_budget: defer_yields,
