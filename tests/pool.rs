@@ -134,8 +134,8 @@ fn each_cpu_pins_core_i_to_the_ith_cpu_of_the_mask() {
         .build()
         .unwrap();
     assert_eq!(pool.cores(), mask.len());
-    for core in 0..pool.cores() {
-        assert_eq!(pool.cpu(core), Some(mask[core]));
+    for (core, &cpu) in mask.iter().enumerate() {
+        assert_eq!(pool.cpu(core), Some(cpu));
         // The core's thread may run on its CPU alone.
         let seen = block_on(pool.submit_to(core, "fg", || async {
             let ids: Vec<usize> = core_affinity::get_core_ids()
@@ -146,7 +146,7 @@ fn each_cpu_pins_core_i_to_the_ith_cpu_of_the_mask() {
             (current_core(), ids)
         }))
         .unwrap();
-        assert_eq!(seen, (Some(core), vec![mask[core]]));
+        assert_eq!(seen, (Some(core), vec![cpu]));
     }
     assert!(pool.shutdown(GRACE).unwrap().is_clean());
 }
