@@ -1,7 +1,8 @@
-//! The README's quick start is `examples/quick_start.rs`, and its
-//! backpressure example `examples/bounded_remote.rs`, word for word, so the
-//! code a reader copies from the README is code that compiles and runs
-//! (`cargo run --example quick_start`, `--example bounded_remote`).
+//! The README's quick start is `examples/quick_start.rs`, its
+//! backpressure example `examples/bounded_remote.rs` and its many-cores
+//! example `examples/pool.rs`, word for word, so the code a reader copies
+//! from the README is code that compiles and runs (`cargo run --example
+//! quick_start`, `--example bounded_remote`, `--example pool`).
 
 const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
 const QUICK_START: &str = include_str!(concat!(
@@ -58,6 +59,18 @@ fn readme_backpressure_example_is_the_example() {
         block == BOUNDED_REMOTE,
         "the README's backpressure example differs from examples/bounded_remote.rs\n\
          --- README ---\n{block}\n--- examples/bounded_remote.rs ---\n{BOUNDED_REMOTE}"
+    );
+}
+
+const POOL: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/pool.rs"));
+
+#[test]
+fn readme_pool_example_is_the_example() {
+    let block = code_block_after(README, "## Many cores");
+    assert!(
+        block == POOL,
+        "the README's pool example differs from examples/pool.rs\n\
+         --- README ---\n{block}\n--- examples/pool.rs ---\n{POOL}"
     );
 }
 
