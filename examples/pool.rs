@@ -29,7 +29,9 @@ fn main() {
             .unwrap();
         }
         let sizes: Vec<usize> = futures::future::join_all((0..pool.cores()).map(|core| {
-            pool.submit_to(core, "requests", || async { SHARD.with(|s| s.borrow().len()) })
+            pool.submit_to(core, "requests", || async {
+                SHARD.with(|s| s.borrow().len())
+            })
         }))
         .await
         .into_iter()

@@ -434,6 +434,13 @@ fn shutdown_cancels_what_outlives_the_grace_period() {
     let report = pool.shutdown(Duration::ZERO).unwrap();
     assert_eq!(report.cores[0].cancelled, 1);
     assert_eq!(report.cores[1].cancelled, 2);
+    assert_eq!(
+        report.cores[1].cancelled_by_queue,
+        vec![("\"fg\"".to_string(), 2)]
+    );
+    assert!(report
+        .to_string()
+        .contains("2 task(s) cancelled, 2 on \"fg\""));
     assert!(!report.cores[0].drained && !report.is_clean());
     assert_eq!(dropped.load(Ordering::SeqCst), 3);
     for h in handles {

@@ -21,6 +21,10 @@ pub struct CoreReport {
     /// Tasks alive when the grace period ended, dropped unfinished (their
     /// join handles read `Cancelled`).
     pub cancelled: usize,
+    /// The cancelled tasks by queue: the queue's name (its key, as `{:?}`
+    /// prints it) and how many of its tasks were dropped unfinished; only
+    /// queues with any.
+    pub cancelled_by_queue: Vec<(String, usize)>,
     /// The message of a panic that ended the core's thread (a task's panic
     /// under [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), or
     /// one out of the executor's declaration); the other cores ran on.
@@ -37,11 +41,21 @@ impl CoreReport {
         cancelled: usize,
         stats: ExecutorStats,
     ) -> Self {
+        let cancelled_by_queue = stats
+            .queues
+            .iter()
+            .filter_map(|q| {
+                let ended = q.completed + q.cancelled + q.panicked;
+                let alive = q.spawned.saturating_sub(ended) as usize;
+                (alive > 0).then(|| (q.name.clone(), alive))
+            })
+            .collect();
         CoreReport {
             core,
             cpu,
             drained,
             cancelled,
+            cancelled_by_queue,
             panic: None,
             stats: Some(stats),
         }
@@ -54,6 +68,7 @@ impl CoreReport {
             cpu,
             drained: false,
             cancelled: 0,
+            cancelled_by_queue: Vec::new(),
             panic: None,
             stats: None,
         }
@@ -65,6 +80,7 @@ impl CoreReport {
             cpu,
             drained: false,
             cancelled: 0,
+            cancelled_by_queue: Vec::new(),
             panic: Some(message(payload)),
             stats: None,
         }
@@ -101,7 +117,13 @@ impl fmt::Display for ShutdownReport {
             match &c.panic {
                 Some(m) => writeln!(f, ": panicked: {m}")?,
                 None if c.drained => writeln!(f, ": drained")?,
-                None => writeln!(f, ": {} task(s) cancelled", c.cancelled)?,
+                None => {
+                    write!(f, ": {} task(s) cancelled", c.cancelled)?;
+                    for (queue, n) in &c.cancelled_by_queue {
+                        write!(f, ", {n} on {queue}")?;
+                    }
+                    writeln!(f)?;
+                }
             }
         }
         Ok(())
