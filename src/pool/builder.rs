@@ -144,8 +144,8 @@ where
     /// The executor of every core: `declare` runs on each core's thread
     /// with the core's index and returns its [`Builder`] (queues, shares,
     /// schedulers, slices, latency settings, panic policy). The pool builds
-    /// it there, so clocks and schedulers need not be `Send`. Default: one
-    /// queue per key is not possible without keys, so this is required.
+    /// it there, so clocks and schedulers need not be `Send`. Required:
+    /// without it `build` returns [`PoolBuildError::NoExecutor`].
     pub fn executor<F>(mut self, declare: F) -> Self
     where
         F: Fn(usize) -> Builder<K> + Send + Sync + 'static,
