@@ -658,3 +658,41 @@ fn async_io_hosts_give_the_cores_async_io_timers() {
     }
     assert!(pool.shutdown(GRACE).unwrap().is_clean());
 }
+
+#[test]
+fn a_core_may_be_pinned_outside_the_builders_own_mask() {
+    let cpus: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    if cpus.len() < 2 {
+        // One CPU: nothing outside the builder's mask to pin to.
+        return;
+    }
+    let (first, last) = (cpus[0], cpus[cpus.len() - 1]);
+    // A builder thread pinned to the first CPU pins a core to the last.
+    let seen = std::thread::spawn(move || {
+        assert!(core_affinity::set_for_current(core_affinity::CoreId {
+            id: first
+        }));
+        let pool = Pool::builder()
+            .placement(Placement::Cpus(vec![last]))
+            .executor(|_| queues())
+            .build()
+            .unwrap();
+        let seen = block_on(pool.submit_to(0, "fg", || async {
+            core_affinity::get_core_ids()
+                .unwrap()
+                .into_iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
+        }))
+        .unwrap();
+        pool.shutdown(GRACE).unwrap();
+        seen
+    })
+    .join()
+    .unwrap();
+    assert_eq!(seen, vec![last]);
+}

@@ -20,13 +20,15 @@ use crate::queue::QueueKey;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Placement {
-    /// One core per CPU of the process's affinity mask, core `i` pinned to
-    /// the mask's `i`-th CPU ([`PoolBuilder::cores`] takes the first `n`).
+    /// One core per CPU of the affinity mask of the thread that builds the
+    /// pool, core `i` pinned to the mask's `i`-th CPU
+    /// ([`PoolBuilder::cores`] takes the first `n`).
     #[default]
     EachCpu,
     /// Core `i` pinned to the `i`-th CPU of the list (CPU numbers as the
-    /// operating system counts them); the list's length is the number of
-    /// cores.
+    /// operating system counts them; any CPU online, whatever the affinity
+    /// of the thread that builds the pool); the list's length is the
+    /// number of cores.
     Cpus(Vec<usize>),
     /// Threads not pinned: the operating system moves them at will.
     Unpinned,

@@ -86,11 +86,11 @@ pub(crate) fn plan(
                     cpus: list.len(),
                 });
             }
-            let mask = affinity_mask();
-            if let Some(&cpu) = list.iter().find(|c| !mask.contains(c)) {
+            let online = online_cpus();
+            if let Some(&cpu) = list.iter().find(|c| !online.contains(c)) {
                 return Err(PoolBuildError::CpuUnavailable {
                     cpu,
-                    available: mask,
+                    available: online,
                 });
             }
             list.iter().copied().map(Some).collect()
@@ -102,7 +102,30 @@ pub(crate) fn plan(
     Ok(plan)
 }
 
-/// The CPUs this process may run on, in increasing order.
+/// The CPUs that are online (Linux's `/sys/devices/system/cpu/online`,
+/// e.g. `0-3,6`); elsewhere, or if it cannot be read, the calling thread's
+/// affinity mask. A core may be pinned to any of them, whatever the mask of
+/// the thread that builds the pool.
+fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .unwrap_or_else(affinity_mask)
+}
+
+/// Parses a kernel CPU list (`0-3,6`); `None` if malformed.
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<usize>().ok()?..=b.parse::<usize>().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// The CPUs the calling thread may run on, in increasing order.
 fn affinity_mask() -> Vec<usize> {
     let mut ids: Vec<usize> = core_affinity::get_core_ids()
         .unwrap_or_default()
@@ -318,5 +341,18 @@ impl HostRt {
             }
             _ => drop(ex),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpu_list;
+
+    #[test]
+    fn cpu_lists_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("1"), Some(vec![1]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("0-x"), None);
     }
 }

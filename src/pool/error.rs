@@ -26,12 +26,11 @@ pub enum PoolBuildError {
         /// The CPUs the placement has.
         cpus: usize,
     },
-    /// The placement names a CPU that this process may not run on (it is
-    /// not in the thread's affinity mask, or does not exist).
+    /// The placement names a CPU that is not online (or does not exist).
     CpuUnavailable {
         /// The CPU asked for.
         cpu: usize,
-        /// The CPUs of the affinity mask.
+        /// The CPUs online.
         available: Vec<usize>,
     },
     /// Pinning a core's thread to its CPU failed.
@@ -78,7 +77,7 @@ impl fmt::Display for PoolBuildError {
             ),
             PoolBuildError::CpuUnavailable { cpu, available } => write!(
                 f,
-                "CPU {cpu} is not available to this process (its affinity mask has {available:?})"
+                "CPU {cpu} is not available: the CPUs online are {available:?}"
             ),
             PoolBuildError::PinFailed { core, cpu } => {
                 write!(f, "could not pin core {core}'s thread to CPU {cpu}")
