@@ -29,7 +29,12 @@
 //!   `futures::channel::oneshot` (a slab of them, indexed by id): the
 //!   request/reply layer a glommio program writes for this, since glommio
 //!   has no cross-executor spawn. Reported as skipped when glommio cannot
-//!   start (io_uring unavailable or limited).
+//!   start (io_uring unavailable or limited);
+//! * the *floor*, no executor: a plain thread on CPU 1 receives boxed
+//!   closures on a `std::sync::mpsc` channel, runs each and sends its result
+//!   on the submitter's `futures::channel::oneshot`: what waking a parked
+//!   thread on the other CPU and being woken back costs, the least any
+//!   system pays for a sequential round trip.
 //!
 //! Each round runs every system once, with a fresh pool or executors per
 //! run, and starts one system further than the round before (A B C, B C A,
@@ -268,6 +273,37 @@ fn run_glommio(sz: Sizes, pinned: bool) -> Result<Sample, String> {
 }
 
 // ---------------------------------------------------------------------------
+// The floor: a thread and a channel, no executor
+
+/// A submission to the floor's thread: the closure and where its result goes.
+type FloorJob = (
+    Box<dyn FnOnce() -> u64 + Send>,
+    futures::channel::oneshot::Sender<u64>,
+);
+
+fn run_floor(sz: Sizes, pinned: bool) -> Result<Sample, String> {
+    let (tx, rx) = std::sync::mpsc::channel::<FloorJob>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let _ = ready_tx.send(pin(pinned, 1));
+        while let Ok((job, reply)) = rx.recv() {
+            let _ = reply.send(job());
+        }
+    });
+    ready_rx.recv().map_err(|e| e.to_string())??;
+    let submit = |i: u64| {
+        let (reply, result) = futures::channel::oneshot::channel();
+        tx.send((Box::new(move || i + 1), reply))
+            .expect("the floor's thread runs");
+        result.map(|r| r.expect("a reply"))
+    };
+    let sample = futures::executor::block_on(measure(submit, sz));
+    drop(tx);
+    worker.join().map_err(|_| "the floor's thread panicked")?;
+    Ok(sample)
+}
+
+// ---------------------------------------------------------------------------
 // Systems, rounds, report
 
 type Runner = Box<dyn Fn(Sizes, bool) -> Result<Sample, String>>;
@@ -295,6 +331,10 @@ fn systems() -> Vec<System> {
         (
             "glommio 0.9 shared_channel, core to core",
             Box::new(run_glommio),
+        ),
+        (
+            "floor: std thread + mpsc, from outside",
+            Box::new(run_floor),
         ),
     ];
     v.into_iter()
