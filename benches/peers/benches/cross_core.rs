@@ -14,6 +14,13 @@
 //! builds the future on the executing core; the result is checked.
 //!
 //! Systems:
+//! * tourbillon `Pool::submit_to` (`Host::Standalone`, one `RunnableFifo`
+//!   queue per core), *from outside*: a pool of one core
+//!   (`Placement::Cpus(vec![1])`), `submit_to(0, ..)` from the main thread
+//!   (CPU 0) driven by `futures::executor::block_on`;
+//! * tourbillon, *core to core*: a pool of two cores
+//!   (`Placement::Cpus(vec![0, 1])`), the submitting loop is a task of core
+//!   0 (itself started with `submit_to(0, ..)`) that submits to core 1;
 //! * tokio-util 0.7 `LocalPoolHandle` (one `LocalRuntime` per worker
 //!   thread), *from outside*: a pool of one worker (pinned to CPU 1 by a task
 //!   of its own), `spawn_pinned` from the main thread (CPU 0) driven by
@@ -30,6 +37,10 @@
 //!   request/reply layer a glommio program writes for this, since glommio
 //!   has no cross-executor spawn. Reported as skipped when glommio cannot
 //!   start (io_uring unavailable or limited);
+//! * glommio again with `spin_before_park(10 us)` on both executors: an
+//!   idle tourbillon core spins briefly (a bounded number of
+//!   `spin_loop` hints) before it parks, so a wake that comes soon is
+//!   taken without a futex; glommio parks at once unless told to spin;
 //! * the *floor*, no executor: a plain thread on CPU 1 receives boxed
 //!   closures on a `std::sync::mpsc` channel, runs each and sends its result
 //!   on the submitter's `futures::channel::oneshot`: what waking a parked
@@ -132,14 +143,24 @@ where
 }
 
 /// Pins the calling thread to `cpu` if `pin`; an error if it could not.
-/// The main thread, the submitter "from outside", is pinned to CPU 0 once
-/// at the start; every thread a system starts is pinned by the system.
 fn pin(pin: bool, cpu: u32) -> Result<(), String> {
     if !pin || common::pin_thread(cpu) {
         Ok(())
     } else {
         Err(format!("cannot pin a thread to CPU {cpu} (taskset)"))
     }
+}
+
+/// Runs `f` on a new thread pinned to CPU 0 if `pinned`: the submitter
+/// "from outside". The main thread keeps the whole affinity mask, so that
+/// every system can place its own threads (tourbillon's `Placement::Cpus`
+/// accepts only CPUs of the caller's mask).
+fn on_cpu0<T: Send>(pinned: bool, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|sc| {
+        sc.spawn(move || pin(pinned, 0).map(|()| f()))
+            .join()
+            .unwrap_or_else(|_| Err("the submitting thread panicked".into()))
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -166,7 +187,7 @@ fn run_tokio_util_outside(sz: Sizes, pinned: bool) -> Result<Sample, String> {
         pool.spawn_pinned(move || async move { i + 1 })
             .map(|r| r.expect("the task ran"))
     };
-    Ok(futures::executor::block_on(measure(submit, sz)))
+    on_cpu0(pinned, || futures::executor::block_on(measure(submit, sz)))
 }
 
 fn run_tokio_util_core_to_core(sz: Sizes, pinned: bool) -> Result<Sample, String> {
@@ -198,7 +219,16 @@ type Job = Box<dyn FnOnce() -> LocalBoxFuture<'static, u64> + Send>;
 /// Slots of each shared channel (more than the window: a send never waits).
 const GLOMMIO_CHANNEL: usize = 1_024;
 
-fn run_glommio(sz: Sizes, pinned: bool) -> Result<Sample, String> {
+/// Spin of glommio's second row before its executors park
+/// (`spin_before_park`), of the order of tourbillon's bounded spin before
+/// it parks an idle core.
+const GLOMMIO_SPIN: std::time::Duration = std::time::Duration::from_micros(10);
+
+fn run_glommio(
+    sz: Sizes,
+    pinned: bool,
+    spin: Option<std::time::Duration>,
+) -> Result<Sample, String> {
     use glommio::channels::shared_channel;
     use glommio::{LocalExecutorBuilder, Placement};
 
@@ -212,7 +242,14 @@ fn run_glommio(sz: Sizes, pinned: bool) -> Result<Sample, String> {
     let (req_tx, req_rx) = shared_channel::new_bounded::<(usize, Job)>(GLOMMIO_CHANNEL);
     let (rep_tx, rep_rx) = shared_channel::new_bounded::<(usize, u64)>(GLOMMIO_CHANNEL);
 
-    let worker = LocalExecutorBuilder::new(placement(1))
+    let builder = |cpu| {
+        let b = LocalExecutorBuilder::new(placement(cpu));
+        match spin {
+            Some(d) => b.spin_before_park(d),
+            None => b,
+        }
+    };
+    let worker = builder(1)
         .name("xcore-worker")
         .spawn(move || async move {
             let requests = req_rx.connect().await;
@@ -229,7 +266,7 @@ fn run_glommio(sz: Sizes, pinned: bool) -> Result<Sample, String> {
         })
         .map_err(|e| e.to_string())?;
 
-    let caller = LocalExecutorBuilder::new(placement(0))
+    let caller = builder(0)
         .name("xcore-caller")
         .spawn(move || async move {
             let requests = req_tx.connect().await;
@@ -273,6 +310,74 @@ fn run_glommio(sz: Sizes, pinned: bool) -> Result<Sample, String> {
 }
 
 // ---------------------------------------------------------------------------
+// tourbillon Pool
+
+/// The queue of every core (one `RunnableFifo` queue).
+const Q: &str = "q";
+
+/// A pool whose core `i` runs on `cpus[i]` (unpinned: `cpus.len()` cores).
+fn tourbillon_pool(
+    cpus: Vec<usize>,
+    pinned: bool,
+) -> Result<tourbillon::Pool<&'static str>, String> {
+    use tourbillon::pool::{Host, Placement};
+    let n = cpus.len();
+    let builder = tourbillon::Pool::builder();
+    let builder = if pinned {
+        builder.placement(Placement::Cpus(cpus))
+    } else {
+        builder.cores(n).placement(Placement::Unpinned)
+    };
+    builder
+        .host(Host::Standalone)
+        .executor(|_| tourbillon::Builder::new().queue(Q, 1))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Shuts `pool` down; an error unless every core drained.
+fn tourbillon_shutdown(pool: &tourbillon::Pool<&'static str>) -> Result<(), String> {
+    let report = pool
+        .shutdown(std::time::Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(format!("shutdown not clean: {report}"))
+    }
+}
+
+fn run_tourbillon_outside(sz: Sizes, pinned: bool) -> Result<Sample, String> {
+    let pool = tourbillon_pool(vec![1], pinned)?;
+    let submit = |i: u64| {
+        pool.submit_to(0, Q, move || async move { i + 1 })
+            .map(|r| r.expect("the task ran"))
+    };
+    let sample = on_cpu0(pinned, || futures::executor::block_on(measure(submit, sz)));
+    tourbillon_shutdown(&pool)?;
+    let sample = sample?;
+    Ok(sample)
+}
+
+fn run_tourbillon_core_to_core(sz: Sizes, pinned: bool) -> Result<Sample, String> {
+    let pool = tourbillon_pool(vec![0, 1], pinned)?;
+    let p = pool.clone();
+    let run = pool.submit_to(0, Q, move || async move {
+        assert_eq!(tourbillon::pool::current_core(), Some(0));
+        let there = p.submit_to(1, Q, || async { tourbillon::pool::current_core() });
+        assert_eq!(there.await.expect("the task ran"), Some(1));
+        let submit = |i: u64| {
+            p.submit_to(1, Q, move || async move { i + 1 })
+                .map(|r| r.expect("the task ran"))
+        };
+        measure(submit, sz).await
+    });
+    let sample = futures::executor::block_on(run).map_err(|e| e.to_string())?;
+    tourbillon_shutdown(&pool)?;
+    Ok(sample)
+}
+
+// ---------------------------------------------------------------------------
 // The floor: a thread and a channel, no executor
 
 /// A submission to the floor's thread: the closure and where its result goes.
@@ -297,10 +402,10 @@ fn run_floor(sz: Sizes, pinned: bool) -> Result<Sample, String> {
             .expect("the floor's thread runs");
         result.map(|r| r.expect("a reply"))
     };
-    let sample = futures::executor::block_on(measure(submit, sz));
+    let sample = on_cpu0(pinned, || futures::executor::block_on(measure(submit, sz)));
     drop(tx);
     worker.join().map_err(|_| "the floor's thread panicked")?;
-    Ok(sample)
+    sample
 }
 
 // ---------------------------------------------------------------------------
@@ -321,6 +426,14 @@ struct System {
 fn systems() -> Vec<System> {
     let v: Vec<(&'static str, Runner)> = vec![
         (
+            "tourbillon submit_to, from outside",
+            Box::new(run_tourbillon_outside),
+        ),
+        (
+            "tourbillon submit_to, core to core",
+            Box::new(run_tourbillon_core_to_core),
+        ),
+        (
             "tokio-util spawn_pinned, from outside",
             Box::new(run_tokio_util_outside),
         ),
@@ -330,7 +443,11 @@ fn systems() -> Vec<System> {
         ),
         (
             "glommio 0.9 shared_channel, core to core",
-            Box::new(run_glommio),
+            Box::new(|sz, pinned| run_glommio(sz, pinned, None)),
+        ),
+        (
+            "glommio 0.9 shared_channel spin 10us, core to core",
+            Box::new(|sz, pinned| run_glommio(sz, pinned, Some(GLOMMIO_SPIN))),
         ),
         (
             "floor: std thread + mpsc, from outside",
@@ -364,7 +481,28 @@ fn run_caught(run: &Runner, sz: Sizes, pinned: bool) -> Result<Sample, String> {
 }
 
 /// The (tourbillon row, peer row) pairs compared in "Relative".
-const PAIRS: &[(&str, &str)] = &[];
+const PAIRS: &[(&str, &str)] = &[
+    (
+        "tourbillon submit_to, from outside",
+        "tokio-util spawn_pinned, from outside",
+    ),
+    (
+        "tourbillon submit_to, core to core",
+        "tokio-util spawn_pinned, core to core",
+    ),
+    (
+        "tourbillon submit_to, core to core",
+        "glommio 0.9 shared_channel, core to core",
+    ),
+    (
+        "tourbillon submit_to, core to core",
+        "glommio 0.9 shared_channel spin 10us, core to core",
+    ),
+    (
+        "tourbillon submit_to, from outside",
+        "floor: std thread + mpsc, from outside",
+    ),
+];
 
 /// Medians over the rounds: (p50 us, p99 us, M submissions/s).
 fn medians(s: &System) -> Option<(f64, f64, f64)> {
@@ -466,12 +604,6 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-
-    if pinned {
-        if let Err(e) = pin(true, 0) {
-            println!("{e}: figures are noisier");
-        }
-    }
 
     let mut systems = systems();
     if let Some(only) = args.value("--only") {
