@@ -565,6 +565,15 @@ fn print_relative(systems: &[System]) {
     }
 }
 
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`).
+fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn main() {
     let wall = Instant::now();
     let args = common::Args::from_env();
@@ -586,7 +595,6 @@ fn main() {
     if quick {
         println!("QUICK MODE: {rounds} rounds, a tenth of the sizes; figures not comparable to full runs");
     }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "cross-core submission: latency of {} sequential submissions ({WARMUP} warm-up), \
          throughput of {} with {} in flight; {rounds} rounds, systems alternated, fresh pool \
@@ -599,10 +607,7 @@ fn main() {
         } else {
             "not pinned (--no-pin)"
         },
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        load_average()
     );
 
     let mut systems = systems();
@@ -654,5 +659,9 @@ fn main() {
 
     print_table(&systems, rounds);
     print_relative(&systems);
-    println!("wall time {:.1} s", wall.elapsed().as_secs_f64());
+    println!(
+        "wall time {:.1} s; load average at the end: {}",
+        wall.elapsed().as_secs_f64(),
+        load_average()
+    );
 }
