@@ -4,7 +4,7 @@
 //!
 //! Measures, per system, on 2 cores (the submitting side on CPU 0, the
 //! executing side on CPU 1, where the system allows pinning):
-//! * latency: 1,000 warm-up submissions, then 20,000 timed ones, one at a
+//! * latency: 1,000 warm-up submissions, then 10,000 timed ones, one at a
 //!   time (each awaited before the next); p50 and p99 of the round trips;
 //! * throughput: 100,000 submissions with at most 256 in flight (a
 //!   `FuturesUnordered` of the pending results, refilled as each one
@@ -89,7 +89,7 @@ struct Sizes {
 }
 
 const FULL: Sizes = Sizes {
-    latency: 20_000,
+    latency: 10_000,
     throughput: 100_000,
     window: 256,
 };
