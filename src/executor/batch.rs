@@ -15,7 +15,7 @@
 use super::core::Core;
 use super::queues::Queues;
 use super::run_state::HELD;
-use crate::sched::Front;
+use crate::sched::{Front, QueueScheduler};
 use crate::task::id::TaskId;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
@@ -52,8 +52,11 @@ impl<'a> Held<'a> {
             let mut qs = self.core.queues.borrow_mut();
             let tail = &r.held.tail;
             let len = if tail.len() == 0 {
-                let len = qs.list[self.q].sched.take_next(&r.held.batch.0);
-                self.checked_if_custom(&mut qs, len)
+                match &mut qs.list[self.q].sched {
+                    QueueScheduler::Fifo(f) => f.take_front(&r.held.batch.0),
+                    QueueScheduler::Las(l) => l.take_front(&r.held.batch.0),
+                    QueueScheduler::Custom(_) => self.take_checked(&mut qs),
+                }
             } else if tail.len() == 1 && qs.list[self.q].sched.is_empty_fifo() {
                 // One task of a `RunnableFifo` yielding in a loop (or woken
                 // during its poll), nothing queued behind it: it is the next
@@ -89,6 +92,15 @@ impl<'a> Held<'a> {
         } else {
             len
         }
+    }
+
+    /// The next id of a custom scheduler, checked
+    /// ([`checked`](Self::checked)); returns 0 or 1.
+    #[cold]
+    #[inline(never)]
+    fn take_checked(&self, qs: &mut Queues) -> usize {
+        let len = qs.list[self.q].sched.take_next(&self.core.run.held.batch.0);
+        self.checked(qs, len)
     }
 
     /// Checks the ids a custom scheduler hands out (one at a time): an id
