@@ -58,8 +58,8 @@ impl Schedule for Remote {
 }
 
 /// A wake from another thread, or while the executor is not driving:
-/// through the inbox. Out of line, so that the local wake's code stays
-/// small (callgrind: its prologue saved six registers for this path).
+/// through the inbox. Out of line and cold, so that the inbox's lock and
+/// host wakes stay out of the local wake's code.
 #[cold]
 #[inline(never)]
 fn foreign_wake(remote: &Remote, header: &Header) {
