@@ -15,7 +15,7 @@
 use super::core::Core;
 use super::queues::Queues;
 use super::run_state::HELD;
-use crate::sched::Front;
+use crate::sched::{Front, QueueScheduler};
 use crate::task::id::TaskId;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
@@ -50,14 +50,25 @@ impl<'a> Held<'a> {
         let mut pos = r.held.pos.get();
         if pos == r.held.len.get() {
             let mut qs = self.core.queues.borrow_mut();
-            let mut len = if r.held.tail.len() != 0 {
-                self.core.refill_after_requeues(&mut qs, self.q)
+            let tail = &r.held.tail;
+            let len = if tail.len() == 0 {
+                match &mut qs.list[self.q].sched {
+                    QueueScheduler::Fifo(f) => f.take_front(&r.held.batch.0),
+                    QueueScheduler::Las(l) => l.take_front(&r.held.batch.0),
+                    QueueScheduler::Custom(_) => self.take_checked(&mut qs),
+                }
+            } else if tail.len() == 1 && qs.list[self.q].sched.is_empty_fifo() {
+                // One task of a `RunnableFifo` yielding in a loop (or woken
+                // during its poll), nothing queued behind it: it is the next
+                // batch (`refill_after_requeues`'s shortcut, without its
+                // dispatch).
+                tail.len.set(0);
+                r.held.batch.0[0].set(tail.ids.0[0].get());
+                1
             } else {
-                qs.list[self.q].sched.take_next(&r.held.batch.0)
+                let len = self.core.refill_after_requeues(&mut qs, self.q);
+                self.checked_if_custom(&mut qs, len)
             };
-            if qs.list[self.q].sched.is_custom() {
-                len = self.checked(&mut qs, len);
-            }
             drop(qs);
             r.held.len.set(len);
             pos = 0;
@@ -70,6 +81,26 @@ impl<'a> Held<'a> {
         let id = r.held.batch.0[pos % HELD].get();
         r.held.pos.set(pos + 1);
         Some(id)
+    }
+
+    /// `len` ids were taken: checked ([`checked`](Self::checked)) when the
+    /// queue's scheduler is a custom one.
+    #[inline(always)]
+    fn checked_if_custom(&self, qs: &mut Queues, len: usize) -> usize {
+        if qs.list[self.q].sched.is_custom() {
+            self.checked(qs, len)
+        } else {
+            len
+        }
+    }
+
+    /// The next id of a custom scheduler, checked
+    /// ([`checked`](Self::checked)); returns 0 or 1.
+    #[cold]
+    #[inline(never)]
+    fn take_checked(&self, qs: &mut Queues) -> usize {
+        let len = qs.list[self.q].sched.take_next(&self.core.run.held.batch.0);
+        self.checked(qs, len)
     }
 
     /// Checks the ids a custom scheduler hands out (one at a time): an id

@@ -164,7 +164,10 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
     // The previous turn was busy and nothing ran since ([`Core::run_turn`]).
     let mut follows = false;
     loop {
-        if main.woken.swap(false, Ordering::AcqRel) {
+        // Loaded before the swap: a turn that ends with the main future not
+        // woken (a busy executor's usual case) pays no atomic
+        // read-modify-write.
+        if main.woken.load(Ordering::Acquire) && main.woken.swap(false, Ordering::AcqRel) {
             follows = false;
             if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
                 return out;

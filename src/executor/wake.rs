@@ -34,7 +34,7 @@ impl Schedule for Remote {
             _ => false,
         });
         if !local {
-            self.push(header.id, header);
+            foreign_wake(self, header);
         }
     }
 
@@ -55,6 +55,15 @@ impl Schedule for Remote {
             let _ = self.push_op(RemoteOp::Abort(id));
         }
     }
+}
+
+/// A wake from another thread, or while the executor is not driving:
+/// through the inbox. Out of line and cold, so that the inbox's lock and
+/// host wakes stay out of the local wake's code.
+#[cold]
+#[inline(never)]
+fn foreign_wake(remote: &Remote, header: &Header) {
+    remote.push(header.id, header);
 }
 
 /// Model checks of the cross-thread paths between the task core and the

@@ -210,6 +210,12 @@ impl QueueScheduler {
         }
     }
 
+    /// A `RunnableFifo` that holds no id.
+    #[inline(always)]
+    pub(crate) fn is_empty_fifo(&self) -> bool {
+        matches!(self, QueueScheduler::Fifo(f) if f.is_empty())
+    }
+
     /// A scheduler written outside the crate, whose ids the executor
     /// checks.
     #[inline]

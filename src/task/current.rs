@@ -6,7 +6,7 @@
 use std::cell::Cell;
 
 use super::id::TaskId;
-use super::raw::{self, RawTask};
+use super::raw::{self, Header, RawTask};
 
 thread_local! {
     /// Header address of the task this thread is polling (null if none).
@@ -54,6 +54,59 @@ pub(crate) fn enter(task: RawTask) {
 pub(crate) fn leave() -> bool {
     POLLING.with(|p| p.set(std::ptr::null()));
     YIELDED.with(|y| y.get())
+}
+
+/// Whether this thread is polling a task of the executor that owns
+/// `header` (one with the same sink): then this is that executor's thread,
+/// where the task's state bits may be read and written.
+#[inline(always)]
+fn on_owner_thread(header: &Header) -> bool {
+    let polling = POLLING.with(|p| p.get());
+    if polling.is_null() {
+        return false;
+    }
+    if std::ptr::eq(polling, (header as *const Header).cast()) {
+        return true;
+    }
+    // SAFETY: as in `task_id`: a non-null `POLLING` is the header of a
+    // task this thread is polling, alive until the poll returns.
+    let polled = unsafe { raw::header_ref(polling) };
+    polled.same_sink(header)
+}
+
+/// A waker of the task of `header` is cloned: `true` if it takes back the
+/// reference a dropped one left counted (the CREDIT state bit), so that
+/// the clone adds none.
+#[inline(always)]
+pub(crate) fn take_credit(header: &Header) -> bool {
+    if !on_owner_thread(header) {
+        return false;
+    }
+    let mut st = header.state();
+    if !st.has_credit() {
+        return false;
+    }
+    st.set_credit(false);
+    header.set_state(st);
+    true
+}
+
+/// A waker of the task of `header` that owns a reference is given up:
+/// `true` if its reference stays counted for the next clone (the CREDIT
+/// state bit), instead of being released. Only on the executor's thread,
+/// while the slab holds the task (not COMPLETE), and for one reference.
+#[inline(always)]
+pub(crate) fn keep_credit(header: &Header) -> bool {
+    if !on_owner_thread(header) {
+        return false;
+    }
+    let mut st = header.state();
+    if st.is_complete() || st.has_credit() {
+        return false;
+    }
+    st.set_credit(true);
+    header.set_state(st);
+    true
 }
 
 /// The id of the task this thread is polling, if any (`task::try_id`).

@@ -374,6 +374,7 @@ mod tests {
     use crate::task::raw::Header;
     use crate::task::state::TransitionToScheduled;
     use std::cell::Cell;
+    use std::rc::Rc;
     use std::sync::{Arc, Mutex};
     use std::task::{Context, Poll};
 
@@ -650,5 +651,110 @@ mod tests {
             let payload = d.panics.expect("the payload, asked for").task.unwrap();
             assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
         }
+    }
+
+    /// The run loop's scope: marks the task being polled on this thread
+    /// (`task::current`), which the wakers' credit relies on.
+    struct Current;
+
+    impl PollScope for Current {
+        fn enter(&self, task: RawTask) {
+            crate::task::current::enter(task);
+        }
+        fn leave(&self) -> bool {
+            crate::task::current::leave()
+        }
+    }
+
+    #[test]
+    fn a_waker_given_up_during_a_poll_leaves_its_reference_for_the_next_clone() {
+        let (cell, sink) = slab();
+        let slot = Arc::new(Mutex::new(None));
+        let ready = Arc::new(Mutex::new(false));
+        let a = cell
+            .borrow_mut()
+            .insert(parked(slot.clone(), ready.clone()), 0, None)
+            .0
+            .id();
+        // B gives up A's waker during its polls: woken (consumed), then
+        // dropped.
+        let taken = slot.clone();
+        let consume = Rc::new(Cell::new(true));
+        let b_consume = consume.clone();
+        let b = cell
+            .borrow_mut()
+            .insert(
+                std::future::poll_fn(move |_: &mut Context<'_>| {
+                    let w = taken.lock().unwrap().take().expect("A's waker");
+                    if b_consume.get() {
+                        w.wake();
+                    } else {
+                        drop(w);
+                    }
+                    Poll::<()>::Pending
+                }),
+                0,
+                None,
+            )
+            .0
+            .id();
+        let header_of = |w: &std::task::Waker| -> &'static Header {
+            // SAFETY: the caller keeps a clone of `w` alive for as long as
+            // it reads the header.
+            unsafe { crate::task::raw::header_ref(w.data()) }
+        };
+        let mut done = None;
+        let poll = |id, done: &mut Option<Done>| poll_task(&cell, id, false, false, done, &Current);
+        assert_eq!(poll(a, &mut done), Polled::Pending(Next::Wait, true));
+        // A kept clone, outside any poll: counted (the slab's, the slot's,
+        // this one).
+        let kept = slot.lock().unwrap().clone().unwrap();
+        let h = header_of(&kept);
+        assert_eq!(h.ref_count(), 3);
+        assert_eq!(poll(b, &mut done), Polled::Pending(Next::Wait, true));
+        assert_eq!(
+            *sink.wakes.lock().unwrap(),
+            vec![a],
+            "the wake went through"
+        );
+        assert!(
+            h.state().has_credit(),
+            "the consumed waker's reference stays"
+        );
+        assert_eq!(h.ref_count(), 3);
+        assert!(cell.borrow_mut().wake(a).is_some());
+        assert_eq!(poll(a, &mut done), Polled::Pending(Next::Wait, true));
+        assert!(!h.state().has_credit(), "the clone took it back");
+        assert_eq!(h.ref_count(), 3);
+        // Dropped rather than woken: the same.
+        consume.set(false);
+        assert_eq!(poll(b, &mut done), Polled::Pending(Next::Wait, true));
+        assert!(h.state().has_credit());
+        assert_eq!(h.ref_count(), 3);
+        // A clone outside a poll, or on another thread, counts as before.
+        let other = kept.clone();
+        assert_eq!(h.ref_count(), 4);
+        std::thread::spawn(move || drop(other.clone()))
+            .join()
+            .unwrap();
+        assert_eq!(h.ref_count(), 3, "the thread's clone and the original");
+        assert!(h.state().has_credit());
+        // A completes with the credit outstanding: the slab gives it back
+        // with its own reference, and the kept clone holds the cell alone
+        // (with a counted reference to the sink, given back with it).
+        *ready.lock().unwrap() = true;
+        assert!(cell.borrow_mut().wake(a).is_some());
+        let sinks = Arc::strong_count(&sink);
+        assert_eq!(poll(a, &mut done), Polled::Done);
+        assert_eq!(h.ref_count(), 1);
+        assert!(!h.state().has_credit());
+        assert_eq!(Arc::strong_count(&sink), sinks + 1);
+        // A complete task keeps no credit: a drop during a poll releases.
+        slot.lock().unwrap().replace(kept.clone());
+        assert_eq!(h.ref_count(), 2);
+        assert_eq!(poll(b, &mut done), Polled::Pending(Next::Wait, true));
+        assert_eq!(h.ref_count(), 1);
+        drop(kept);
+        assert_eq!(Arc::strong_count(&sink), sinks, "the cell was freed");
     }
 }

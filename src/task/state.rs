@@ -38,6 +38,17 @@ const CANCELLED: u8 = 1 << 5;
 /// from its id. Fixed at spawn.
 const KEYED: u8 = 1 << 6;
 
+/// A reference to the cell counted in the header's reference word but
+/// owned by no waker: a waker of the task given up on the executor's
+/// thread during a poll of one of its tasks (dropped, or consumed by
+/// `wake`) leaves its reference counted and sets this bit, and the next
+/// clone there takes it back, so that a waker that is taken, woken and
+/// registered again (a channel's) costs no atomic read-modify-write. Only
+/// while the slab holds the task (not COMPLETE): the count then exceeds the
+/// owners by one at most, and never reaches zero early; the slab gives the
+/// reference back when it lets go of the task (`OwnedTask::release_ref`).
+const CREDIT: u8 = 1 << 7;
+
 /// A snapshot of a task's state bits.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State(u8);
@@ -74,6 +85,9 @@ impl State {
     pub(crate) fn is_keyed(self) -> bool {
         self.0 & KEYED != 0
     }
+    pub(crate) fn has_credit(self) -> bool {
+        self.0 & CREDIT != 0
+    }
     /// Queued and neither being polled nor complete: what a task a
     /// scheduler hands out must be (one compare).
     #[inline]
@@ -102,6 +116,9 @@ impl State {
     pub(crate) fn set_keyed(&mut self) {
         self.set(KEYED, true)
     }
+    pub(crate) fn set_credit(&mut self, on: bool) {
+        self.set(CREDIT, on)
+    }
 
     fn set(&mut self, bit: u8, on: bool) {
         if on {
@@ -122,6 +139,7 @@ impl fmt::Debug for State {
             (JOIN_INTEREST, "JOIN_INTEREST"),
             (CANCELLED, "CANCELLED"),
             (KEYED, "KEYED"),
+            (CREDIT, "CREDIT"),
         ];
         let mut list = f.debug_set();
         for (bit, name) in names {

@@ -4,7 +4,13 @@
 //! * Each poll lends the task a waker built from its header pointer (two
 //!   words on the stack): no allocation and no reference-count change per
 //!   poll. Only `clone` (a future keeping the
-//!   waker, e.g. a timer or a channel) touches the atomic count.
+//!   waker, e.g. a timer or a channel) and the drop of a clone touch the
+//!   atomic count, and not on the executor's thread during a poll of one of
+//!   its tasks when they can pair up: there a clone given up (dropped, or
+//!   consumed by `wake`) leaves its reference counted as the task's credit
+//!   (`task::current::keep_credit`), and the next clone takes it back
+//!   (`take_credit`), so that a channel's take, wake and register again
+//!   costs no atomic read-modify-write.
 //! * One static table (not one per future type) so that `Waker::will_wake`
 //!   recognises two wakers of the same task (the yield fast path relies on
 //!   it).
@@ -17,6 +23,7 @@
 use std::ptr::NonNull;
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
+use crate::task::current;
 use crate::task::raw::{self, Header};
 
 static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
@@ -42,7 +49,11 @@ unsafe fn clone(ptr: *const ()) -> RawWaker {
     // SAFETY: `ptr` is the data of a live waker of ours, whose reference (or,
     // for the waker lent to a poll, the slab's reference) keeps the header
     // alive.
-    unsafe { raw::retain(NonNull::new_unchecked(ptr as *mut Header)) };
+    let header = unsafe { raw::header_ref(ptr) };
+    if !current::take_credit(header) {
+        // SAFETY: as above.
+        unsafe { raw::retain(NonNull::new_unchecked(ptr as *mut Header)) };
+    }
     RawWaker::new(ptr, &VTABLE)
 }
 
@@ -71,7 +82,14 @@ unsafe fn wake_by_ref(ptr: *const ()) {
 }
 
 unsafe fn drop_waker(ptr: *const ()) {
-    // SAFETY: an owned waker (a clone) is being dropped: it owns one
-    // reference, given up here. The header's own copy is never dropped.
+    // SAFETY: an owned waker (a clone) is being dropped: its reference keeps
+    // the header alive until it is given up below.
+    let header = unsafe { raw::header_ref(ptr) };
+    if current::keep_credit(header) {
+        // The reference stays counted, for the task's next clone.
+        return;
+    }
+    // SAFETY: it owns one reference, given up here. The header's own copy
+    // is never dropped.
     unsafe { raw::release(NonNull::new_unchecked(ptr as *mut Header)) };
 }

@@ -157,6 +157,32 @@ impl Header {
         self.update_refs(|cur| (cur & SINK_OWNED == 0).then_some(cur | SINK_OWNED));
     }
 
+    /// The reference count (tests).
+    #[cfg(test)]
+    pub(crate) fn ref_count(&self) -> u32 {
+        self.refs.load(Ordering::Acquire) & REF_MASK
+    }
+
+    /// Whether `other` belongs to the same executor (the same sink).
+    #[inline]
+    pub(crate) fn same_sink(&self, other: &Header) -> bool {
+        self.sink == other.sink
+    }
+
+    /// Gives back the reference a task's wakers left counted
+    /// ([`State`]'s CREDIT bit), if any: executor thread only, while the
+    /// slab still holds the task (so the count stays above zero).
+    #[inline]
+    pub(super) fn settle_credit(&self) {
+        let st = self.state();
+        if st.has_credit() {
+            let mut st = st;
+            st.set_credit(false);
+            self.set_state(st);
+            self.refs.fetch_sub(1, Ordering::Release);
+        }
+    }
+
     /// Sends a wake of this task to its sink (the waker's `wake`, any
     /// thread).
     #[inline]

@@ -19,6 +19,13 @@
 //!   the join handle ([`JoinCell`]) owns the `HANDLE` bit. The waker lent to
 //!   a poll (built from the header pointer) does not count: it is never
 //!   dropped, and lives only while the poll holds the slab's reference.
+//!   A waker given up on the executor's thread during a poll of one of its
+//!   tasks (dropped, or consumed by `wake`) may leave its reference counted
+//!   for the task's next clone there (the `CREDIT` state bit, one at most,
+//!   only while the slab holds the task); the slab gives it back when it
+//!   lets go. So the count may exceed the owners by one while the slab
+//!   holds the task, never falls short of them, and reaches zero only
+//!   after the slab let go.
 //! * **Stage access.** The stage is read and written only on the executor's
 //!   thread, by the slab or the join handle (`!Send`, made on that thread),
 //!   and never by two operations at once: the slab's `RUNNING` bit excludes

@@ -156,6 +156,9 @@ impl OwnedTask {
         // reference for them before the slab lets go. A count of 1 is the
         // slab's alone, and no one can add one without holding a reference.
         let header = self.header();
+        // `OwnedTask` is `!Send`: executor thread. The task is COMPLETE, so
+        // no credit is kept after this.
+        header.settle_credit();
         let cur = header.refs().load(Ordering::Acquire);
         if cur & REF_MASK == 1 {
             if cur & HANDLE == 0 {
