@@ -52,12 +52,14 @@ use crate::task::join_error::JoinError;
 use crate::task::slab::ResultSink;
 
 /// The id reported by a [`JoinError`] of a remote task that was never
-/// spawned (the executor shut down before it took the task).
+/// spawned (the executor shut down before it took the task), and the
+/// slot's id until the executor takes the future (a task's index is below
+/// 2^31).
 const NEVER_SPAWNED: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
 /// What a remote task, its handle and the executor share: one allocation,
-/// made by the spawning thread. `S` is what the executor needs to spawn
-/// the task ([`Pending`]), under the slot's lock with the rest; the handle
+/// made by the spawning thread. `S` is what the executor spawns the task
+/// from ([`Pending`]), under the slot's lock with the rest; the handle
 /// sees it erased ([`Slot`]).
 pub(crate) struct Shared<T, S: ?Sized> {
     state: Mutex<SlotState<T, S>>,
@@ -72,23 +74,26 @@ struct SlotState<T, S: ?Sized> {
     done: bool,
     /// The handle's waker.
     waker: Option<Waker>,
-    /// The task, once the executor spawned it.
-    id: Option<TaskId>,
+    /// The task, once the executor took the future ([`NEVER_SPAWNED`]
+    /// before: no `Option`, which would make the allocation of a small
+    /// future's task 144 bytes instead of 128).
+    id: TaskId,
     /// `abort()` was called.
     abort: bool,
+    /// The task's queue.
+    queue: u32,
+    /// The task's keyed group, if `keyed` (not an `Option`, for the same
+    /// reason as `id`).
+    group: u64,
+    keyed: bool,
     /// What the executor spawns the task from (the last field: the
     /// handle's view erases it).
     spawn: S,
 }
 
-/// A remote task the executor has not taken yet: its queue, its group and
-/// what makes its future ([`Launch`]: the future, or a closure; taken out,
-/// once, by the executor's thread).
-struct Pending<L> {
-    queue: usize,
-    group: Option<u64>,
-    future: Option<L>,
-}
+/// What makes a remote task's future, until the executor takes it out
+/// (once, on its thread): a [`Launch`], the future or a closure.
+type Pending<L> = Option<L>;
 
 /// What [`Shared::start`] gives the executor.
 enum Start<L> {
@@ -107,14 +112,20 @@ enum Start<L> {
 }
 
 impl<T, S> Shared<T, S> {
-    fn new(spawn: S) -> Self {
+    /// A slot for a task of queue `queue` (an index), in `group` (a group
+    /// of its own if `None`), to be spawned from `spawn`.
+    fn new(queue: usize, group: Option<u64>, spawn: S) -> Self {
         Self {
             state: Mutex::new(SlotState {
                 result: None,
                 done: false,
                 waker: None,
-                id: None,
+                id: NEVER_SPAWNED,
                 abort: false,
+                // Queue indexes fit a task header's 16 bits.
+                queue: queue as u32,
+                group: group.unwrap_or(0),
+                keyed: group.is_some(),
                 spawn,
             }),
         }
@@ -128,23 +139,23 @@ impl<T, L> Shared<T, Pending<L>> {
     /// from then on names it.
     fn start(&self, shutdown: bool, id: TaskId) -> Start<L> {
         let mut st = self.lock();
-        let Some(launch) = st.spawn.future.take() else {
+        let Some(launch) = st.spawn.take() else {
             return Start::Gone;
         };
         if shutdown || st.abort {
             return Start::Drop(launch);
         }
-        st.id = Some(id);
+        st.id = id;
         Start::Spawn {
             launch,
-            queue: st.spawn.queue,
-            group: st.spawn.group,
+            queue: st.queue as usize,
+            group: st.keyed.then_some(st.group),
         }
     }
 
     /// Takes the future out (a refused or dropped spawn op), once.
     fn take(&self) -> Option<L> {
-        self.lock().spawn.future.take()
+        self.lock().spawn.take()
     }
 }
 
@@ -165,7 +176,7 @@ impl<T, S: ?Sized> Shared<T, S> {
             return None;
         }
         st.abort = true;
-        st.id
+        (st.id != NEVER_SPAWNED).then_some(st.id)
     }
 
     /// Stores the result and wakes the handle, once. The caller lets go of
@@ -191,7 +202,7 @@ impl<T, S: ?Sized> Shared<T, S> {
 
     /// The task will never deliver: the handle reads `Cancelled`.
     fn cancel_slot(self: Arc<Self>) {
-        let id = self.lock().id.unwrap_or(NEVER_SPAWNED);
+        let id = self.lock().id;
         self.complete(Err(JoinError::cancelled(id)));
     }
 }
@@ -382,11 +393,7 @@ pub(crate) fn submit<L: Launch>(
     group: Option<u64>,
     launch: L,
 ) -> Result<RemoteJoinHandle<L::Output>, L> {
-    let shared = Arc::new(Shared::new(Pending {
-        queue: q,
-        group,
-        future: Some(launch),
-    }));
+    let shared = Arc::new(Shared::new(q, group, Some(launch)));
     let slot: Arc<Slot<L::Output>> = shared.clone();
     let op = RemoteOp::Spawn(RemoteSpawn(Some(shared.clone())));
     match remote.push_op(op) {
@@ -467,7 +474,7 @@ impl<T> fmt::Debug for RemoteJoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let st = self.slot.lock();
         f.debug_struct("RemoteJoinHandle")
-            .field("id", &st.id)
+            .field("id", &(st.id != NEVER_SPAWNED).then_some(st.id))
             .field("finished", &st.done)
             .finish()
     }
@@ -481,11 +488,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    RemoteOp::Spawn(RemoteSpawn(Some(Arc::new(Shared::new(Pending {
-        queue: 0,
-        group: None,
-        future: Some(future),
-    })))))
+    RemoteOp::Spawn(RemoteSpawn(Some(Arc::new(Shared::new(
+        0,
+        None,
+        Some(future),
+    )))))
 }
 
 /// Model checks of the remote slot (run with
@@ -497,11 +504,7 @@ mod loom_tests {
 
     /// A slot whose pending "future" is a unit.
     fn slot() -> Arc<Shared<u32, Pending<()>>> {
-        Arc::new(Shared::new(Pending {
-            queue: 0,
-            group: None,
-            future: Some(()),
-        }))
+        Arc::new(Shared::new(0, None, Some(())))
     }
 
     #[test]
