@@ -21,8 +21,9 @@
 //! * abort after: the executor published the task's id when it took the
 //!   future (the id the task gets, `TaskSlab::next_id`, known before it is
 //!   stored), so the abort names it, and an abort op follows the usual
-//!   local path (the op runs after the spawn op that sent it: dropped at
-//!   the next boundary, or at the end of its poll);
+//!   local path (the op is queued after the executor took the spawn op,
+//!   so it finds the task stored: dropped at the next boundary, or at the
+//!   end of its poll);
 //! * abort racing completion: whichever takes the lock first wins; a task
 //!   that completed first keeps its output (`Ok`), as a local `abort` does.
 //! * the executor shut down, or dropped the task unfinished: the delivery
