@@ -696,3 +696,27 @@ fn a_core_may_be_pinned_outside_the_builders_own_mask() {
     .unwrap();
     assert_eq!(seen, vec![last]);
 }
+
+#[test]
+fn submission_errors_are_send_and_sync_errors() {
+    fn send_sync_error<E: std::error::Error + Send + Sync + 'static>() {}
+    send_sync_error::<SubmitError>();
+    send_sync_error::<tourbillon::JoinError>();
+    send_sync_error::<TrySubmitError<fn()>>();
+    let pool = pool(1);
+    // A panic's error, with a payload that is neither a string nor Sync,
+    // goes where `Send + Sync` errors go (anyhow, `io::Error::other`).
+    let err = block_on(pool.submit_to(0, "fg", || async {
+        std::panic::panic_any(std::cell::Cell::new(7u8))
+    }))
+    .unwrap_err();
+    let io = std::io::Error::other(err);
+    assert!(io.to_string().contains("panicked"), "{io}");
+    let err = block_on(pool.submit_to(0, "fg", || async { panic!("plain") })).unwrap_err();
+    assert!(err.to_string().contains("\"plain\""), "{err}");
+    let SubmitError::Join(join) = err else {
+        panic!("expected Join")
+    };
+    assert_eq!(join.into_panic().downcast_ref::<&str>(), Some(&"plain"));
+    assert!(pool.shutdown(GRACE).unwrap().is_clean());
+}

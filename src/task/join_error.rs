@@ -6,11 +6,15 @@ use std::any::Any;
 use std::error::Error;
 use std::fmt;
 
+use sync_wrapper::SyncWrapper;
+
 use super::id::TaskId;
 
 /// A task did not produce its output: it was cancelled or it panicked.
 ///
-/// Returned by awaiting a [`JoinHandle`](crate::JoinHandle).
+/// Returned by awaiting a [`JoinHandle`](crate::JoinHandle). `Send` and
+/// `Sync`, as tokio's (it fits `anyhow::Error` and `io::Error::other`):
+/// the panic payload is reached by value only ([`into_panic`](Self::into_panic)).
 ///
 /// # Tokio's "no reactor" panic
 ///
@@ -35,7 +39,13 @@ pub struct JoinError {
 
 enum Repr {
     Cancelled,
-    Panic(Box<dyn Any + Send + 'static>),
+    /// The payload, reached only by value (so that a `JoinError` is `Sync`
+    /// whatever the payload's type, as tokio's is), and its message, read
+    /// when the error is made, for `Display` and `Debug`.
+    Panic {
+        payload: SyncWrapper<Box<dyn Any + Send + 'static>>,
+        message: Option<Box<str>>,
+    },
 }
 
 impl JoinError {
@@ -47,9 +57,14 @@ impl JoinError {
     }
 
     pub(crate) fn panic(id: TaskId, payload: Box<dyn Any + Send>) -> Self {
+        let payload = explain_missing_reactor(payload);
+        let message = panic_message(payload.as_ref()).map(Box::from);
         Self {
             id,
-            repr: Repr::Panic(explain_missing_reactor(payload)),
+            repr: Repr::Panic {
+                payload: SyncWrapper::new(payload),
+                message,
+            },
         }
     }
 
@@ -60,7 +75,7 @@ impl JoinError {
 
     /// The task panicked (with [`PanicPolicy::Catch`](crate::PanicPolicy::Catch)).
     pub fn is_panic(&self) -> bool {
-        matches!(self.repr, Repr::Panic(_))
+        matches!(self.repr, Repr::Panic { .. })
     }
 
     /// The id of the task.
@@ -80,7 +95,7 @@ impl JoinError {
     /// The panic payload, or the error itself if the task was cancelled.
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
         match self.repr {
-            Repr::Panic(p) => Ok(p),
+            Repr::Panic { payload, .. } => Ok(payload.into_inner()),
             Repr::Cancelled => Err(self),
         }
     }
@@ -125,7 +140,7 @@ impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Cancelled => write!(f, "task {} was cancelled", self.id),
-            Repr::Panic(p) => match panic_message(p.as_ref()) {
+            Repr::Panic { message, .. } => match message {
                 Some(m) => write!(f, "task {} panicked with message {m:?}", self.id),
                 None => write!(f, "task {} panicked", self.id),
             },
@@ -137,7 +152,7 @@ impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Cancelled => write!(f, "JoinError::Cancelled({:?})", self.id),
-            Repr::Panic(p) => match panic_message(p.as_ref()) {
+            Repr::Panic { message, .. } => match message {
                 Some(m) => write!(f, "JoinError::Panic({:?}, {m:?}, ...)", self.id),
                 None => write!(f, "JoinError::Panic({:?}, ...)", self.id),
             },
