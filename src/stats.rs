@@ -241,6 +241,37 @@ impl LatencyHistogram {
         self.max_ns = self.max_ns.max(ns);
     }
 
+    /// Adds every value recorded in `other` (the histograms of several
+    /// executors, e.g. the cores of a [`Pool`](crate::pool::Pool), merge
+    /// exactly: the buckets are the same everywhere).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tourbillon::stats::LatencyHistogram;
+    ///
+    /// let (mut a, mut b) = (LatencyHistogram::new(), LatencyHistogram::new());
+    /// a.record(Duration::from_micros(10));
+    /// b.record(Duration::from_micros(30));
+    /// a.merge(&b);
+    /// assert_eq!(a.count(), 2);
+    /// assert_eq!(a.max(), Duration::from_micros(30));
+    /// ```
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        if other.count == 0 {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.min_ns = self.min_ns.min(other.min_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
     /// Number of values recorded.
     pub fn count(&self) -> u64 {
         self.count

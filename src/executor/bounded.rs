@@ -14,363 +14,24 @@
 //! executor takes the inbox in whole at every poll boundary, so a flood
 //! would move into the run queue, unbounded, instead.
 //!
-//! The gate ([`Gate`]) is a semaphore: an atomic count, and a line of
-//! waiting senders under a lock. Senders wait in line; once at least half the capacity is free, the oldest is woken, and
-//! one woken sender that takes a permit wakes the next while half the room
-//! is still free: a sender that floods the executor is woken once per
-//! `capacity / 2` of its tasks, not once per task (each wake of a parked
-//! thread is a system call on the executor's thread). While senders wait or
-//! were woken, a new sender (or `try_spawn`) does not jump the line. No
-//! waker is cloned, woken or dropped under the lock. A woken sender that is
-//! dropped passes the wake on. The executor's shutdown drops every task that
-//! holds a permit, so the room frees up, each waiting sender is woken in
-//! turn, sees the shutdown and returns [`SpawnError::Shutdown`].
+//! The capacity is a semaphore (`executor/gate.rs`). The executor's
+//! shutdown drops every task that holds a permit, so the room frees up,
+//! each waiting sender is woken in turn, sees the shutdown and returns
+//! [`SpawnError::Shutdown`].
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::sync::{Arc, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
-
-use super::context;
 use super::core::Remote;
+use super::gate::{Acquire, Gate, Permit, Permitted};
+use super::launch::Launch;
 use super::remote::{self, RemoteJoinHandle, RemoteSpawner};
-use crate::boundary;
 use crate::error::{SpawnError, TrySpawnError, UnknownQueue};
 use crate::queue::QueueKey;
-use crate::sync::{AtomicUsize, Mutex, MutexGuard};
-use std::sync::atomic::Ordering;
-
-/// The shared count of a bounded spawner and its clones.
-///
-/// The count of permits is an atomic word, so that a submission and a first
-/// poll with nobody waiting each cost one atomic operation and no lock (the
-/// spawning thread and the executor's thread would otherwise contend for
-/// the lock on every task). The lock guards the line of waiting senders;
-/// the word's top bit ([`WAITING`]) says the line is not empty.
-/// Lost-wake-up freedom: a sender that will wait joins the line, then sets
-/// the bit with one read-modify-write of the word, which also reads the
-/// count: if half the room is free by then, it wakes the line itself. A
-/// release lowers the count with one read-modify-write, which also reads
-/// the bit: if it is set and half the room is free, it wakes the line.
-/// Read-modify-writes of one word are totally ordered, so one of the two
-/// sees the other.
-pub(crate) struct Gate {
-    capacity: usize,
-    /// Waiting senders are woken when `used` is at most this (half the
-    /// capacity): a sender that floods the executor is woken once per
-    /// `capacity / 2` tasks, not once per task.
-    low: usize,
-    /// Permits taken by tasks not yet polled (or being submitted), and
-    /// [`WAITING`] while senders are in line or woken for room (`waiters`
-    /// and `notified` not both empty; changed under the lock).
-    word: AtomicUsize,
-    state: Mutex<GateState>,
-}
-
-/// The bit of [`Gate::word`] that says senders wait.
-const WAITING: usize = 1 << (usize::BITS - 1);
-
-#[derive(Default)]
-struct GateState {
-    /// Senders waiting for room, oldest first, under their tokens.
-    waiters: VecDeque<(u64, Waker)>,
-    /// Tokens of the senders woken for room and not yet back: each may take
-    /// a permit when it is polled, ahead of new senders.
-    notified: Vec<u64>,
-    /// The next token to hand out.
-    next: u64,
-}
-
-/// What [`Gate::poll_acquire`] found.
-#[derive(Debug, PartialEq, Eq)]
-enum Acquire {
-    Acquired,
-    Waiting,
-}
-
-/// One look at the gate under its lock: the outcome (`None`: a clone of
-/// the waker is needed first), a waker to drop and one to wake once the
-/// lock is released.
-type Look = (Option<Acquire>, Option<Waker>, Option<Waker>);
-
-impl Gate {
-    pub(crate) fn new(capacity: NonZeroUsize) -> Self {
-        Self {
-            capacity: capacity.get().min(WAITING - 1),
-            low: capacity.get().min(WAITING - 1) / 2,
-            word: AtomicUsize::new(0),
-            state: Mutex::new(GateState::default()),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, GateState> {
-        // No critical section below runs user code or panics.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Permits taken now.
-    fn used(&self) -> usize {
-        self.word.load(Ordering::SeqCst) & !WAITING
-    }
-
-    /// Takes a permit if fewer than the capacity are taken; with `new`, only
-    /// if nobody waits either.
-    fn take_permit(&self, new: bool) -> bool {
-        let mut word = self.word.load(Ordering::SeqCst);
-        loop {
-            if (new && word & WAITING != 0) || word & !WAITING >= self.capacity {
-                return false;
-            }
-            match self.word.compare_exchange_weak(
-                word,
-                word + 1,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => return true,
-                Err(now) => word = now,
-            }
-        }
-    }
-
-    /// Takes a permit if there is room and nobody waits.
-    fn try_acquire(&self) -> bool {
-        self.take_permit(true)
-    }
-
-    /// Sets or clears [`WAITING`] after the line changed, under the lock;
-    /// returns the permits taken, as the same read-modify-write read them.
-    fn mark_line(&self, st: &GateState) -> usize {
-        let word = if st.waiters.is_empty() && st.notified.is_empty() {
-            self.word.fetch_and(!WAITING, Ordering::SeqCst)
-        } else {
-            self.word.fetch_or(WAITING, Ordering::SeqCst)
-        };
-        word & !WAITING
-    }
-
-    /// Wakes the oldest waiting sender if at least half the room is free
-    /// (`used` permits taken): returns its waker, to wake once the lock is
-    /// released.
-    fn notify_next(&self, st: &mut GateState, used: usize) -> Option<Waker> {
-        if used > self.low {
-            return None;
-        }
-        let (t, w) = st.waiters.pop_front()?;
-        st.notified.push(t);
-        Some(w)
-    }
-
-    /// A sender's poll: takes a permit if there is room for it (it was
-    /// woken for room, or nobody waits), or (re)registers `waker` under
-    /// `token`. Wakers are cloned, dropped and woken with no lock held.
-    fn poll_acquire(&self, token: &mut Option<u64>, waker: &Waker) -> Acquire {
-        if token.is_none() && self.try_acquire() {
-            return Acquire::Acquired;
-        }
-        let mut new = None;
-        loop {
-            let (outcome, old, next) = self.look(token, waker, &mut new);
-            drop_quietly(old);
-            if let Some(w) = next {
-                wake_quietly(w);
-            }
-            match outcome {
-                Some(outcome) => return outcome,
-                None => new = Some(waker.clone()),
-            }
-        }
-    }
-
-    /// [`poll_acquire`](Self::poll_acquire) under the lock; `new` is a
-    /// clone of `waker`, if made.
-    fn look(&self, token: &mut Option<u64>, waker: &Waker, new: &mut Option<Waker>) -> Look {
-        let mut st = self.lock();
-        let Some(t) = *token else {
-            if st.waiters.is_empty() && st.notified.is_empty() && self.take_permit(false) {
-                return (Some(Acquire::Acquired), None, None);
-            }
-            let Some(w) = new.take() else {
-                return (None, None, None);
-            };
-            let t = st.next;
-            st.next += 1;
-            st.waiters.push_back((t, w));
-            *token = Some(t);
-            // In line, then the bit set and the count read at once: a
-            // release that did not see the bit is seen here.
-            let used = self.mark_line(&st);
-            return (
-                Some(Acquire::Waiting),
-                None,
-                self.notify_next(&mut st, used),
-            );
-        };
-        if let Some(i) = st.notified.iter().position(|&n| n == t) {
-            if self.take_permit(false) {
-                st.notified.swap_remove(i);
-                *token = None;
-                // More room than this sender takes: the next may come too.
-                let used = self.mark_line(&st);
-                return (
-                    Some(Acquire::Acquired),
-                    None,
-                    self.notify_next(&mut st, used),
-                );
-            }
-            // Full again (other senders came first): first in line.
-            let Some(w) = new.take() else {
-                return (None, None, None);
-            };
-            st.notified.swap_remove(i);
-            st.waiters.push_front((t, w));
-            let used = self.used();
-            return (
-                Some(Acquire::Waiting),
-                None,
-                self.notify_next(&mut st, used),
-            );
-        }
-        match st.waiters.iter_mut().find(|(w, _)| *w == t) {
-            Some(entry) if entry.1.will_wake(waker) => (Some(Acquire::Waiting), None, None),
-            Some(entry) => match new.take() {
-                Some(w) => (
-                    Some(Acquire::Waiting),
-                    Some(std::mem::replace(&mut entry.1, w)),
-                    None,
-                ),
-                None => (None, None, None),
-            },
-            None => {
-                // Neither waiting nor woken: cannot happen (a token leaves
-                // both only here or in `cancel`); start over as a new
-                // sender.
-                *token = None;
-                drop(st);
-                self.look(token, waker, new)
-            }
-        }
-    }
-
-    /// A sender that waited under `token` goes away: it leaves the queue,
-    /// or, if it was woken for room, passes the wake on.
-    fn cancel(&self, token: u64) {
-        let (own, next) = {
-            let mut st = self.lock();
-            let found = if let Some(i) = st.waiters.iter().position(|(w, _)| *w == token) {
-                (st.waiters.remove(i).map(|(_, w)| w), None)
-            } else if let Some(i) = st.notified.iter().position(|&n| n == token) {
-                st.notified.swap_remove(i);
-                let used = self.used();
-                (None, self.notify_next(&mut st, used))
-            } else {
-                (None, None)
-            };
-            self.mark_line(&st);
-            found
-        };
-        drop_quietly(own);
-        if let Some(w) = next {
-            wake_quietly(w);
-        }
-    }
-
-    /// Gives a permit back, and wakes the oldest waiting sender if half the
-    /// room is free.
-    fn release(&self) {
-        let word = self.word.fetch_sub(1, Ordering::SeqCst);
-        if word & WAITING == 0 || (word & !WAITING) - 1 > self.low {
-            return;
-        }
-        let next = {
-            let mut st = self.lock();
-            let used = self.used();
-            self.notify_next(&mut st, used)
-        };
-        if let Some(w) = next {
-            wake_quietly(w);
-        }
-    }
-
-    /// Room left now for a sender that does not wait.
-    fn available(&self) -> usize {
-        let word = self.word.load(Ordering::SeqCst);
-        if word & WAITING != 0 {
-            return 0;
-        }
-        self.capacity.saturating_sub(word)
-    }
-}
-
-/// Wakes a waiting sender's waker (user code) or drops one: on the
-/// executor's thread a panic goes to its panic sink; elsewhere it resumes,
-/// unless the thread is already unwinding (then it is dropped).
-fn wake_quietly(w: Waker) {
-    wake_quietly_with(move || w.wake());
-}
-
-/// Runs `f` (a waiting sender's waker's code), with [`wake_quietly`]'s
-/// handling of its panic.
-fn wake_quietly_with(f: impl FnOnce()) {
-    let Err(p) = boundary::call(f) else {
-        return;
-    };
-    let p = context::with_current_ref(|core| match core {
-        Some(core) => {
-            core.panics.report(p);
-            None
-        }
-        None => Some(p),
-    });
-    if let Some(p) = p {
-        if std::thread::panicking() {
-            boundary::drop_payload(p);
-        } else {
-            std::panic::resume_unwind(p);
-        }
-    }
-}
-
-/// Drops a waiting sender's waker (user code), as [`wake_quietly`] wakes one.
-fn drop_quietly(w: Option<Waker>) {
-    if let Some(w) = w {
-        wake_quietly_with(move || drop(w));
-    }
-}
-
-/// One unit of a gate's capacity: given back when dropped.
-struct Permit(Arc<Gate>);
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
-
-pin_project! {
-    /// A bounded remote task's future: gives its permit back at its first
-    /// poll (or when dropped unpolled).
-    struct Permitted<F> {
-        #[pin]
-        future: F,
-        permit: Option<Permit>,
-    }
-}
-
-impl<F: Future> Future for Permitted<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        drop(this.permit.take());
-        this.future.poll(cx)
-    }
-}
 
 /// A [`RemoteSpawner`] with a capacity: at most `capacity` tasks submitted
 /// through it (and its clones, which share the capacity) wait for their
@@ -473,7 +134,7 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.wait(key, None, future)
+        SpawnWait(self.wait(key, None, future))
     }
 
     /// [`spawn`](Self::spawn) in the group `group` (see
@@ -483,11 +144,13 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.wait(key, Some(group), future)
+        SpawnWait(self.wait(key, Some(group), future))
     }
 
-    fn wait<F>(&self, key: K, group: Option<u64>, future: F) -> SpawnWait<'_, F> {
-        SpawnWait {
+    /// [`spawn`](Self::spawn) of what `launch` makes (a future, or a
+    /// closure that makes it on the executor's thread).
+    pub(crate) fn wait<L>(&self, key: K, group: Option<u64>, future: L) -> Wait<'_, L> {
+        Wait {
             remote: &self.inner.remote,
             gate: &self.gate,
             queue: self.inner.queue_index(key),
@@ -533,16 +196,14 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
         self.try_submit(key, Some(group), future)
     }
 
-    fn try_submit<F>(
+    /// [`try_spawn`](Self::try_spawn) of what `future` makes (a future,
+    /// or a closure that makes it on the executor's thread).
+    pub(crate) fn try_submit<L: Launch>(
         &self,
         key: K,
         group: Option<u64>,
-        future: F,
-    ) -> Result<RemoteJoinHandle<F::Output>, TrySpawnError<F>>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
+        future: L,
+    ) -> Result<RemoteJoinHandle<L::Output>, TrySpawnError<L>> {
         let q = match self.inner.queue_index(key) {
             Ok(q) => q,
             Err(e) => return Err(TrySpawnError::UnknownQueue(e, future)),
@@ -574,27 +235,39 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
     }
 }
 
-/// Submits `future` with a permit already taken from `gate`; hands the
-/// future back (and the permit) if the executor is shut down.
-fn submit<F>(
+/// A launch that carries a permit into its task's future, which gives it
+/// back at its first poll.
+struct WithPermit<L> {
+    launch: L,
+    permit: Permit,
+}
+
+impl<L: Launch> Launch for WithPermit<L> {
+    type Output = L::Output;
+    type Future = Permitted<L::Future>;
+
+    fn launch(self) -> Self::Future {
+        Permitted::new(self.launch.launch(), self.permit)
+    }
+}
+
+/// Submits `launch` with a permit already taken from `gate`; hands it back
+/// (and the permit) if the executor is shut down.
+fn submit<L: Launch>(
     remote: &Arc<Remote>,
     gate: &Arc<Gate>,
     q: usize,
     group: Option<u64>,
-    future: F,
-) -> Result<RemoteJoinHandle<F::Output>, F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let permitted = Permitted {
-        future,
-        permit: Some(Permit(gate.clone())),
+    launch: L,
+) -> Result<RemoteJoinHandle<L::Output>, L> {
+    let with = WithPermit {
+        launch,
+        permit: Permit(gate.clone()),
     };
-    remote::submit(remote, q, group, permitted).map_err(|p| {
-        let Permitted { future, permit } = p;
+    remote::submit(remote, q, group, with).map_err(|w| {
+        let WithPermit { launch, permit } = w;
         drop(permit);
-        future
+        launch
     })
 }
 
@@ -611,18 +284,7 @@ impl<K: QueueKey> fmt::Debug for BoundedRemoteSpawner<K> {
 /// Future returned by [`BoundedRemoteSpawner::spawn`]: waits for room,
 /// then submits the task, and resolves to its [`RemoteJoinHandle`].
 #[must_use = "futures do nothing unless you `.await` or poll them: the task is not spawned until then"]
-pub struct SpawnWait<'a, F> {
-    remote: &'a Arc<Remote>,
-    gate: &'a Arc<Gate>,
-    queue: Result<usize, UnknownQueue>,
-    group: Option<u64>,
-    future: Option<F>,
-    /// Its place among the waiting senders, while it waits.
-    token: Option<u64>,
-}
-
-// The task's future is moved, never pinned, by this future.
-impl<F> Unpin for SpawnWait<'_, F> {}
+pub struct SpawnWait<'a, F>(Wait<'a, F>);
 
 impl<F> Future for SpawnWait<'_, F>
 where
@@ -634,37 +296,70 @@ where
     /// # Panics
     /// When polled again after it returned `Ready`.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
+        self.get_mut().0.poll_wait(cx)
+    }
+}
+
+impl<F> fmt::Debug for SpawnWait<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A submission waiting for room: the state of [`SpawnWait`], and of the
+/// pool's submissions, whose task may be a closure.
+pub(crate) struct Wait<'a, L> {
+    remote: &'a Arc<Remote>,
+    gate: &'a Arc<Gate>,
+    queue: Result<usize, UnknownQueue>,
+    group: Option<u64>,
+    future: Option<L>,
+    /// Its place among the waiting senders, while it waits.
+    token: Option<u64>,
+}
+
+// The task's future is moved, never pinned, by this future.
+impl<L> Unpin for Wait<'_, L> {}
+
+impl<L: Launch> Wait<'_, L> {
+    /// Waits for room (registering `cx`'s waker), then submits.
+    ///
+    /// # Panics
+    /// When polled again after it returned `Ready`.
+    pub(crate) fn poll_wait(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<RemoteJoinHandle<L::Output>, SpawnError>> {
         assert!(
-            this.future.is_some(),
+            self.future.is_some(),
             "SpawnWait polled after it returned Ready"
         );
-        let q = match &this.queue {
+        let q = match &self.queue {
             Ok(q) => *q,
             Err(e) => {
                 let e = e.clone();
-                this.future = None;
+                self.future = None;
                 return Poll::Ready(Err(e.into()));
             }
         };
-        if this.remote.is_closed() {
-            this.give_up();
+        if self.remote.is_closed() {
+            self.give_up();
             return Poll::Ready(Err(SpawnError::Shutdown));
         }
-        if this.gate.poll_acquire(&mut this.token, cx.waker()) == Acquire::Waiting {
+        if self.gate.poll_acquire(&mut self.token, cx.waker()) == Acquire::Waiting {
             return Poll::Pending;
         }
-        let future = this.future.take().expect("checked above");
+        let future = self.future.take().expect("checked above");
         Poll::Ready(
-            submit(this.remote, this.gate, q, this.group, future).map_err(|_| SpawnError::Shutdown),
+            submit(self.remote, self.gate, q, self.group, future).map_err(|_| SpawnError::Shutdown),
         )
     }
 }
 
-impl<F> SpawnWait<'_, F> {
+impl<L> Wait<'_, L> {
     /// Leaves the waiting senders (handing on a permit it was handed) and
     /// drops the task's future.
-    fn give_up(&mut self) {
+    pub(crate) fn give_up(&mut self) {
         if let Some(t) = self.token.take() {
             self.gate.cancel(t);
         }
@@ -672,7 +367,7 @@ impl<F> SpawnWait<'_, F> {
     }
 }
 
-impl<F> Drop for SpawnWait<'_, F> {
+impl<L> Drop for Wait<'_, L> {
     fn drop(&mut self) {
         if let Some(t) = self.token.take() {
             self.gate.cancel(t);
@@ -680,127 +375,11 @@ impl<F> Drop for SpawnWait<'_, F> {
     }
 }
 
-impl<F> fmt::Debug for SpawnWait<'_, F> {
+impl<L> fmt::Debug for Wait<'_, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SpawnWait")
             .field("waiting", &self.token.is_some())
             .field("done", &self.future.is_none())
             .finish()
-    }
-}
-
-/// Model checks of the gate's cross-thread waiting path (run with
-/// `RUSTFLAGS="--cfg tourbillon_loom" cargo test --release --lib loom`).
-#[cfg(all(test, tourbillon_loom))]
-mod loom_tests {
-    use super::*;
-    use loom::sync::atomic::AtomicBool;
-    use loom::thread;
-    use std::task::Wake;
-
-    /// A sender's waker that records that it was woken.
-    struct Flag(loom::sync::Arc<AtomicBool>);
-    impl Wake for Flag {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
-
-    fn sender() -> (loom::sync::Arc<AtomicBool>, Waker) {
-        let woken = loom::sync::Arc::new(AtomicBool::new(false));
-        let waker = Waker::from(std::sync::Arc::new(Flag(woken.clone())));
-        (woken, waker)
-    }
-
-    fn gate(capacity: usize) -> loom::sync::Arc<Gate> {
-        loom::sync::Arc::new(Gate::new(NonZeroUsize::new(capacity).unwrap()))
-    }
-
-    #[test]
-    fn loom_release_racing_a_waiting_sender_is_never_lost() {
-        // The executor gives the only permit back (a first poll) while a
-        // sender finds the gate full and registers. No lost wake-up: the
-        // sender takes the permit now, or it is woken, and then takes it.
-        loom::model(|| {
-            let g = gate(1);
-            assert!(g.try_acquire());
-            let g2 = g.clone();
-            let exec = thread::spawn(move || g2.release());
-            let (woken, waker) = sender();
-            let mut token = None;
-            let first = g.poll_acquire(&mut token, &waker);
-            exec.join().unwrap();
-            if first == Acquire::Waiting {
-                assert!(
-                    woken.load(Ordering::SeqCst),
-                    "a waiting sender was not woken"
-                );
-                assert_eq!(g.poll_acquire(&mut token, &waker), Acquire::Acquired);
-            }
-            assert_eq!(g.word.load(Ordering::SeqCst), 1, "one permit, nobody waits");
-        });
-    }
-
-    #[test]
-    fn loom_two_releases_and_a_try_spawn_racing_a_waiting_sender() {
-        // Capacity 2, both permits held. The executor gives both back while
-        // another thread tries to take one without waiting and a sender
-        // waits: whatever the interleaving, the sender is not left waiting
-        // unwoken, and the count ends consistent.
-        loom::model(|| {
-            let g = gate(2);
-            assert!(g.try_acquire() && g.try_acquire());
-            let g2 = g.clone();
-            let exec = thread::spawn(move || {
-                g2.release();
-                g2.release();
-            });
-            let g3 = g.clone();
-            let other = thread::spawn(move || g3.try_acquire());
-            let (woken, waker) = sender();
-            let mut token = None;
-            let mut got = g.poll_acquire(&mut token, &waker) == Acquire::Acquired;
-            exec.join().unwrap();
-            let took = other.join().unwrap();
-            if !got {
-                assert!(
-                    woken.load(Ordering::SeqCst),
-                    "a waiting sender was not woken"
-                );
-                got = g.poll_acquire(&mut token, &waker) == Acquire::Acquired;
-            }
-            assert!(got, "room was free and the woken sender found none");
-            assert_eq!(g.word.load(Ordering::SeqCst), 1 + took as usize);
-        });
-    }
-
-    #[test]
-    fn loom_a_woken_sender_dropped_passes_the_wake_on() {
-        // Two senders wait on a full gate of capacity 1; the executor gives
-        // the permit back while the first sender is dropped. The second is
-        // woken either way (by the release, or by the first passing its
-        // wake on) and takes the permit.
-        loom::model(|| {
-            let g = gate(1);
-            assert!(g.try_acquire());
-            let (_, wa) = sender();
-            let (b_woken, wb) = sender();
-            let (mut ta, mut tb) = (None, None);
-            assert_eq!(g.poll_acquire(&mut ta, &wa), Acquire::Waiting);
-            assert_eq!(g.poll_acquire(&mut tb, &wb), Acquire::Waiting);
-            let g2 = g.clone();
-            let exec = thread::spawn(move || g2.release());
-            let ta = ta.unwrap();
-            let g3 = g.clone();
-            let leaving = thread::spawn(move || g3.cancel(ta));
-            exec.join().unwrap();
-            leaving.join().unwrap();
-            assert!(
-                b_woken.load(Ordering::SeqCst),
-                "the second sender was not woken"
-            );
-            assert_eq!(g.poll_acquire(&mut tb, &wb), Acquire::Acquired);
-            assert_eq!(g.word.load(Ordering::SeqCst), 1, "one permit, nobody waits");
-        });
     }
 }

@@ -51,6 +51,9 @@ pub(crate) enum RemoteOp {
     Spawn(RemoteSpawn),
     /// A remote `abort()` (a remote join handle's or an abort handle's).
     Abort(TaskId),
+    /// A call on the executor's thread at a poll boundary, outside any
+    /// task (the pool's control: shares, stats).
+    Call(Box<dyn FnOnce(&Core) + Send>),
 }
 
 impl std::fmt::Debug for RemoteOp {
@@ -58,6 +61,7 @@ impl std::fmt::Debug for RemoteOp {
         match self {
             RemoteOp::Spawn(_) => f.write_str("Spawn"),
             RemoteOp::Abort(id) => f.debug_tuple("Abort").field(id).finish(),
+            RemoteOp::Call(_) => f.write_str("Call"),
         }
     }
 }
@@ -97,6 +101,9 @@ pub(crate) struct Core {
     /// a callback that holds a [`Spawner`](crate::Spawner) (and so this
     /// core) cannot keep the executor alive.
     pub(crate) stall_report: RefCell<Option<StallReport>>,
+    /// The waker of a [`Drained`](super::drive::Drained) future, woken by
+    /// a driver that finds no task alive.
+    pub(crate) drained_waker: RefCell<Option<Waker>>,
 }
 
 impl Core {
@@ -128,6 +135,7 @@ impl Core {
             counters: ExecCounters::default(),
             panics,
             stall_report: RefCell::new(stall_report),
+            drained_waker: RefCell::new(None),
         }
     }
 
@@ -324,8 +332,15 @@ impl Core {
         // drops its future, then its delivery (its join handle reads
         // Cancelled), each behind a boundary of its own (either may panic).
         for op in self.remote.close() {
-            if let RemoteOp::Spawn(spawn) = op {
-                self.panics.check(boundary::call(|| spawn.run(self)));
+            match op {
+                RemoteOp::Spawn(spawn) => {
+                    self.panics.check(boundary::call(|| spawn.run(self)));
+                }
+                // A call's drop may wake whoever waits for its answer.
+                RemoteOp::Call(call) => {
+                    self.panics.check(boundary::call(|| drop(call)));
+                }
+                RemoteOp::Abort(_) => {}
             }
         }
         self.aborts.borrow_mut().clear();

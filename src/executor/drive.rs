@@ -172,6 +172,9 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
         }
         let turn = core.run_turn(follows);
         follows = turn == Turn::Busy;
+        if turn == Turn::Idle {
+            core.wake_if_drained();
+        }
         if turn == Turn::Idle && !core.attention.get() && !spin_for_wake(&main.woken, &core.remote)
         {
             // Nothing runnable: sleep until a wake (0% CPU). A wake that
@@ -255,7 +258,59 @@ impl<F: Future> Future for RunUntil<'_, F> {
         if core.run_turn(false) == Turn::Busy || core.remote.has_pending() || core.attention.get() {
             // More to do after the host's turn (its I/O and timers).
             cx.waker().wake_by_ref();
+        } else {
+            core.wake_if_drained();
         }
         Poll::Pending
+    }
+}
+
+/// A future that completes once no task of the executor is alive; polled
+/// as (part of) the main future of `block_on` or `run_until`. A driver that
+/// finds nothing runnable and no task alive wakes it
+/// ([`Core::wake_if_drained`]).
+pub(crate) struct Drained<'a> {
+    core: &'a Core,
+}
+
+impl<'a> Drained<'a> {
+    pub(crate) fn new(core: &'a Core) -> Self {
+        Drained { core }
+    }
+}
+
+impl Future for Drained<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.core.tasks.borrow().len() == 0 {
+            return Poll::Ready(());
+        }
+        let mut slot = self.core.drained_waker.borrow_mut();
+        match &*slot {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl Core {
+    /// Wakes a waiting [`Drained`] if no task is alive (called by the
+    /// drivers when a turn found nothing runnable).
+    fn wake_if_drained(&self) {
+        let waker = match self.drained_waker.try_borrow_mut() {
+            Ok(mut slot) if slot.is_some() => {
+                if self.tasks.try_borrow().map_or(true, |t| t.len() > 0) {
+                    return;
+                }
+                slot.take()
+            }
+            _ => return,
+        };
+        if let Some(w) = waker {
+            // The host's or `block_on`'s waker: user code.
+            self.panics.check(crate::boundary::call(|| w.wake()));
+        }
     }
 }

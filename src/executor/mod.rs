@@ -42,7 +42,9 @@ pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod eevdf;
+pub(crate) mod gate;
 pub(crate) mod inbox;
+pub(crate) mod launch;
 pub(crate) mod observe;
 pub(crate) mod placement;
 pub(crate) mod queue_handle;
@@ -304,6 +306,13 @@ impl<K: QueueKey> Executor<K> {
     /// made (futures' `LocalPool::run_until_stalled`). Never parks.
     pub fn run_until_stalled(&self) -> u64 {
         drive::run_until_stalled(&self.spawner.core)
+    }
+
+    /// A future that completes once no task is alive (for the pool's
+    /// graceful shutdown), polled as the main future of `block_on` or
+    /// `run_until`.
+    pub(crate) fn drained(&self) -> drive::Drained<'_> {
+        drive::Drained::new(&self.spawner.core)
     }
 
     /// A snapshot of the executor's counters and every queue's state.

@@ -46,6 +46,9 @@ impl Core {
                     self.panics.check(boundary::call(|| spawn.run(self)));
                 }
                 RemoteOp::Abort(id) => self.abort(id),
+                RemoteOp::Call(call) => {
+                    self.panics.check(boundary::call(|| call(self)));
+                }
             }
         }
         self.inbox_batch.set((ids, ops));

@@ -39,6 +39,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::core::Core;
 use super::core::{Remote, RemoteOp};
+use super::launch::Launch;
 use super::spawning::Spawn;
 use crate::boundary;
 use crate::error::{SpawnError, UnknownQueue};
@@ -81,11 +82,12 @@ struct SlotState<T> {
 }
 
 /// A remote task the executor has not taken yet: its queue, its group and
-/// its future (taken out, once, by the executor's thread).
-struct Pending<F> {
+/// what makes its future ([`Launch`]: the future, or a closure; taken out,
+/// once, by the executor's thread).
+struct Pending<L> {
     queue: usize,
     group: Option<u64>,
-    future: Mutex<Option<F>>,
+    future: Mutex<Option<L>>,
 }
 
 impl<T, S> Shared<T, S> {
@@ -186,11 +188,7 @@ pub(crate) trait SpawnOp: Send + Sync {
     fn cancel(self: Arc<Self>);
 }
 
-impl<F> SpawnOp for Shared<F::Output, Pending<F>>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
+impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
     fn run(self: Arc<Self>, core: &Core) {
         let Some(future) = take(&self.spawn.future) else {
             return;
@@ -212,7 +210,7 @@ where
             queue: self.spawn.queue,
             group: self.spawn.group,
             name: None,
-            future,
+            future: future.launch(),
         };
         let Ok(oid) = core.spawn_detached(spawn) else {
             self.cancel_slot();
@@ -236,8 +234,8 @@ where
     }
 }
 
-/// Takes the future out of a [`Pending`], once.
-fn take<F>(future: &Mutex<Option<F>>) -> Option<F> {
+/// Takes the launch out of a [`Pending`], once.
+fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
     future.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
@@ -345,25 +343,21 @@ impl<K: QueueKey> RemoteSpawner<K> {
     }
 }
 
-/// Queues the spawn of `future` onto queue `q` of the executor behind
-/// `remote`: one allocation, shared by the op and the handle. Gives the
-/// future back if the executor is shut down.
-pub(crate) fn submit<F>(
+/// Queues the spawn of the task `launch` makes onto queue `q` of the
+/// executor behind `remote`: one allocation, shared by the op and the
+/// handle. Gives `launch` back if the executor is shut down.
+pub(crate) fn submit<L: Launch>(
     remote: &Arc<Remote>,
     q: usize,
     group: Option<u64>,
-    future: F,
-) -> Result<RemoteJoinHandle<F::Output>, F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
+    launch: L,
+) -> Result<RemoteJoinHandle<L::Output>, L> {
     let shared = Arc::new(Shared::new(Pending {
         queue: q,
         group,
-        future: Mutex::new(Some(future)),
+        future: Mutex::new(Some(launch)),
     }));
-    let slot: Arc<Slot<F::Output>> = shared.clone();
+    let slot: Arc<Slot<L::Output>> = shared.clone();
     let op = RemoteOp::Spawn(RemoteSpawn(Some(shared.clone())));
     match remote.push_op(op) {
         Ok(()) => Ok(RemoteJoinHandle {

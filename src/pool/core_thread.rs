@@ -1,0 +1,322 @@
+#![forbid(unsafe_code)]
+//! One core of a pool: its thread, pinned as planned ([`plan`]), which
+//! declares and builds the core's executor, hands the pool its bounded
+//! spawner ([`CoreLink`]), then drives the executor in its host through
+//! the phases the pool asks for ([`Phase`]): run until the shutdown, then
+//! let the tasks alive finish until the grace period ends, then drop the
+//! rest. What happened is the thread's result ([`CoreReport`]).
+
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::num::NonZeroUsize;
+use std::panic::{self, AssertUnwindSafe};
+use std::pin::pin;
+use std::sync::{mpsc, Arc};
+use std::task::Poll;
+use std::thread::{self, JoinHandle};
+
+use super::builder::{Host, MakeExecutor, Placement};
+use super::control::{CoreControl, Phase};
+use super::error::PoolBuildError;
+use super::shutdown::CoreReport;
+use crate::executor::bounded::BoundedRemoteSpawner;
+use crate::executor::Executor;
+use crate::queue::QueueKey;
+
+thread_local! {
+    /// The pool and the core index of this thread, if it is a pool core.
+    static CURRENT: Cell<Option<(u64, usize)>> = const { Cell::new(None) };
+}
+
+/// The index of the pool core whose thread this is (`None` on any other
+/// thread). Code that runs on a core (its tasks, the closures of
+/// [`Pool::spawn_on`](super::Pool::spawn_on)) uses it to know where it is,
+/// as Seastar's `this_shard_id()`.
+///
+/// ```
+/// # use tourbillon::pool::{Pool, Placement};
+/// let pool = Pool::builder()
+///     .cores(2)
+///     .placement(Placement::Unpinned)
+///     .executor(|_| tourbillon::Builder::new().queue("q", 1))
+///     .build()
+///     .unwrap();
+/// assert_eq!(tourbillon::pool::current_core(), None);
+/// let here = futures::executor::block_on(
+///     pool.submit_to(1, "q", || async { tourbillon::pool::current_core() }),
+/// );
+/// assert_eq!(here.unwrap(), Some(1));
+/// pool.shutdown(std::time::Duration::from_secs(1)).unwrap();
+/// ```
+pub fn current_core() -> Option<usize> {
+    CURRENT.with(|c| c.get().map(|(_, i)| i))
+}
+
+/// The pool and core of this thread.
+pub(crate) fn current() -> Option<(u64, usize)> {
+    CURRENT.with(Cell::get)
+}
+
+/// The CPU of each core (`None`: unpinned), from the builder's settings.
+pub(crate) fn plan(
+    cores: Option<usize>,
+    placement: &Placement,
+) -> Result<Vec<Option<usize>>, PoolBuildError> {
+    let plan = match placement {
+        Placement::Unpinned => {
+            let n = cores
+                .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
+            vec![None; n]
+        }
+        Placement::EachCpu => {
+            let mask = affinity_mask();
+            let n = cores.unwrap_or(mask.len());
+            if n > mask.len() {
+                return Err(PoolBuildError::CoreCount {
+                    cores: n,
+                    cpus: mask.len(),
+                });
+            }
+            mask.into_iter().take(n).map(Some).collect()
+        }
+        Placement::Cpus(list) => {
+            if let Some(n) = cores.filter(|&n| n != list.len()) {
+                return Err(PoolBuildError::CoreCount {
+                    cores: n,
+                    cpus: list.len(),
+                });
+            }
+            let mask = affinity_mask();
+            if let Some(&cpu) = list.iter().find(|c| !mask.contains(c)) {
+                return Err(PoolBuildError::CpuUnavailable {
+                    cpu,
+                    available: mask,
+                });
+            }
+            list.iter().copied().map(Some).collect()
+        }
+    };
+    if plan.is_empty() {
+        return Err(PoolBuildError::NoCores);
+    }
+    Ok(plan)
+}
+
+/// The CPUs this process may run on, in increasing order.
+fn affinity_mask() -> Vec<usize> {
+    let mut ids: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// What a core's thread starts from.
+pub(crate) struct CoreStart<K: QueueKey> {
+    pub(crate) pool: u64,
+    pub(crate) index: usize,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) host: Host,
+    pub(crate) make: MakeExecutor<K>,
+    pub(crate) capacity: NonZeroUsize,
+    pub(crate) ready: mpsc::Sender<(usize, Result<CoreLink<K>, PoolBuildError>)>,
+}
+
+/// What a core hands the pool once its executor is up.
+pub(crate) struct CoreLink<K: QueueKey> {
+    pub(crate) spawner: BoundedRemoteSpawner<K>,
+}
+
+/// A started core, as the pool keeps it: its stop signals and its thread.
+pub(crate) struct StartedCore {
+    pub(crate) cpu: Option<usize>,
+    pub(crate) control: Arc<CoreControl>,
+    pub(crate) thread: JoinHandle<CoreReport>,
+}
+
+/// Starts a core's thread.
+pub(crate) fn spawn<K>(start: CoreStart<K>) -> Result<StartedCore, String>
+where
+    K: QueueKey + Send + Sync,
+{
+    let control = Arc::new(CoreControl::default());
+    let c2 = control.clone();
+    let cpu = start.cpu;
+    let index = start.index;
+    let thread = thread::Builder::new()
+        .name(format!("tourbillon-core-{index}"))
+        .spawn(move || run_core(start, c2))
+        .map_err(|e| e.to_string())?;
+    Ok(StartedCore {
+        cpu,
+        control,
+        thread,
+    })
+}
+
+/// Stops and joins the cores started so far; gives `e` back.
+pub(crate) fn abandon(started: Vec<StartedCore>, e: PoolBuildError) -> PoolBuildError {
+    for core in &started {
+        core.control.advance(Phase::Abort);
+    }
+    for core in started {
+        let _ = core.thread.join();
+    }
+    e
+}
+
+/// Marks the core finished when its thread ends, however it ends.
+struct Finish(Arc<CoreControl>);
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
+/// The body of a core's thread.
+fn run_core<K>(start: CoreStart<K>, control: Arc<CoreControl>) -> CoreReport
+where
+    K: QueueKey + Send + Sync,
+{
+    let _finish = Finish(control.clone());
+    let index = start.index;
+    let cpu = start.cpu;
+    CURRENT.with(|c| c.set(Some((start.pool, index))));
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| core_main(start, &control)));
+    match outcome {
+        Ok(Some(report)) => report,
+        Ok(None) => CoreReport::failed(index, cpu),
+        Err(payload) => CoreReport::panicked(index, cpu, &payload),
+    }
+}
+
+/// Builds the executor, reports it up, runs the phases; `None` if the
+/// core never came up (the builder was told why).
+fn core_main<K>(start: CoreStart<K>, control: &CoreControl) -> Option<CoreReport>
+where
+    K: QueueKey + Send + Sync,
+{
+    let CoreStart {
+        index,
+        cpu,
+        host,
+        make,
+        capacity,
+        ready,
+        ..
+    } = start;
+    let fail = |e| {
+        let _ = ready.send((index, Err(e)));
+        None
+    };
+    if let Some(cpu) = cpu {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+            return fail(PoolBuildError::PinFailed { core: index, cpu });
+        }
+    }
+    let builder = match panic::catch_unwind(AssertUnwindSafe(|| make(index))) {
+        Ok(b) => b,
+        Err(p) => {
+            return fail(PoolBuildError::ExecutorPanicked {
+                core: index,
+                message: super::shutdown::message(&p),
+            })
+        }
+    };
+    let host = match HostRt::new(host) {
+        Ok(h) => h,
+        Err(message) => {
+            return fail(PoolBuildError::Thread {
+                core: index,
+                message,
+            })
+        }
+    };
+    let ex = match builder.build() {
+        Ok(ex) => ex,
+        Err(error) => return fail(PoolBuildError::Executor { core: index, error }),
+    };
+    let link = CoreLink {
+        spawner: ex.bounded_remote_spawner(capacity),
+    };
+    if ready.send((index, Ok(link))).is_err() {
+        return None;
+    }
+    drop(ready);
+    // Run until the pool shuts down, then let the tasks alive finish until
+    // the pool aborts them.
+    host.drive(&ex, control.reached(Phase::Drain));
+    let drained = {
+        let mut drained = pin!(ex.drained());
+        host.drive(
+            &ex,
+            poll_fn(|cx| {
+                if control.poll_phase(Phase::Abort, cx).is_ready() {
+                    return Poll::Ready(false);
+                }
+                drained.as_mut().poll(cx).map(|()| true)
+            }),
+        )
+    };
+    let stats = ex.stats();
+    let cancelled = stats.live_tasks;
+    // Dropping the executor drops the tasks still alive (their handles
+    // read Cancelled), inside the host for its sockets' sake.
+    host.close(ex);
+    Some(CoreReport::ended(index, cpu, drained, cancelled, stats))
+}
+
+/// A core's host, made on its thread.
+enum HostRt {
+    Standalone,
+    #[cfg(feature = "tokio")]
+    Tokio(tokio::runtime::Runtime),
+    #[cfg(feature = "async-io")]
+    AsyncIo,
+}
+
+impl HostRt {
+    fn new(host: Host) -> Result<Self, String> {
+        Ok(match host {
+            Host::Standalone => HostRt::Standalone,
+            #[cfg(feature = "tokio")]
+            Host::Tokio => HostRt::Tokio(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            ),
+            #[cfg(feature = "async-io")]
+            Host::AsyncIo => HostRt::AsyncIo,
+        })
+    }
+
+    /// Runs the executor until `until` completes.
+    fn drive<K: QueueKey, F: Future>(&self, ex: &Executor<K>, until: F) -> F::Output {
+        match self {
+            HostRt::Standalone => ex.block_on(until),
+            #[cfg(feature = "tokio")]
+            HostRt::Tokio(rt) => rt.block_on(ex.run_until(until)),
+            #[cfg(feature = "async-io")]
+            HostRt::AsyncIo => async_io::block_on(ex.run_until(until)),
+        }
+    }
+
+    /// Drops the executor (inside the tokio runtime's context, so that its
+    /// tasks' tokio resources deregister from their driver).
+    fn close<K: QueueKey>(self, ex: Executor<K>) {
+        match self {
+            #[cfg(feature = "tokio")]
+            HostRt::Tokio(rt) => {
+                let guard = rt.enter();
+                drop(ex);
+                drop(guard);
+                drop(rt);
+            }
+            _ => drop(ex),
+        }
+    }
+}

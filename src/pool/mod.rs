@@ -1,0 +1,480 @@
+#![forbid(unsafe_code)]
+//! Thread-per-core: a [`Pool`] of executors, one per core, each on its
+//! own thread (pinned to a CPU, or not), each with the same queues, each
+//! driven by the host its builder chose (standalone, tokio, async-io).
+//! Work moves between cores as `Send` closures that build their futures
+//! on the target core, so the futures themselves may hold `Rc`s and
+//! thread-local state: [`Pool::spawn_on`] (the task's handle),
+//! [`Pool::submit_to`] (its output, as Seastar's `submit_to`),
+//! [`Pool::spawn`] (a core chosen round-robin or least-loaded). Each core's
+//! cross-core queue is bounded: the awaitable forms wait for room, the
+//! `try_` forms report a full queue, and a submission can carry a timeout.
+//!
+//! Below it is the single executor: each core's cross-core queue is its
+//! executor's bounded remote spawner (the inbox, which coalesces the
+//! wakes of the executor's thread), and each core's tasks are ordinary
+//! tasks of its queues, scheduled by its EEVDF and its schedulers; the pool
+//! adds no scheduling of its own. Its files: `builder` (settings, start),
+//! `core_thread` (a core's thread: pinning, host, phases), `control` (the
+//! stop signals a core and the pool share), `submit` (the submission
+//! futures), `timer` (submission deadlines), `stats`, `shutdown` (the
+//! report) and `error`.
+//!
+//! ```
+//! use std::rc::Rc;
+//! use std::cell::RefCell;
+//! use std::time::Duration;
+//! use tourbillon::pool::{Placement, Pool};
+//!
+//! let pool = Pool::builder()
+//!     .cores(2)
+//!     .placement(Placement::Unpinned)
+//!     .executor(|_core| tourbillon::Builder::new().queue("fg", 8).queue("bg", 1))
+//!     .build()
+//!     .unwrap();
+//! let sum = futures::executor::block_on(async {
+//!     let mut sum = 0;
+//!     for core in 0..pool.cores() {
+//!         // The closure is Send; the future it builds on the core need not be.
+//!         sum += pool
+//!             .submit_to(core, "fg", move || {
+//!                 let local = Rc::new(RefCell::new(core * 10));
+//!                 async move { *local.borrow() + 1 }
+//!             })
+//!             .await
+//!             .unwrap();
+//!     }
+//!     sum
+//! });
+//! assert_eq!(sum, 1 + 11);
+//! let report = pool.shutdown(Duration::from_secs(1)).unwrap();
+//! assert!(report.is_clean());
+//! ```
+
+mod builder;
+mod control;
+mod core_thread;
+mod error;
+mod shutdown;
+mod stats;
+mod submit;
+mod timer;
+
+pub use builder::{Distribution, Host, Placement, PoolBuilder};
+pub use core_thread::current_core;
+pub use error::{ControlError, PoolBuildError, ShutdownError, SubmitError, TrySubmitError};
+pub use shutdown::{CoreReport, ShutdownReport};
+pub use stats::PoolStats;
+pub use submit::{PoolSpawn, Submit};
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use control::{CoreControl, Phase};
+use core_thread::{CoreLink, StartedCore};
+use submit::{LoadGuard, Tracked};
+use timer::Timer;
+
+use crate::executor::bounded::BoundedRemoteSpawner;
+use crate::executor::core::{Core, RemoteOp};
+use crate::executor::launch::Make;
+use crate::executor::remote::RemoteJoinHandle;
+use crate::queue::QueueKey;
+use crate::stats::ExecutorStats;
+use crate::TrySpawnError;
+
+/// A pool of executors, one per core: see the [module](self) docs. A
+/// `Send + Sync` handle; clones share the pool. Use it from any thread,
+/// and from the tasks of any core (capture a clone). The cores run until
+/// [`shutdown`](Self::shutdown); if every handle is dropped first, the
+/// cores drop their tasks and end, unjoined.
+pub struct Pool<K: QueueKey> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: QueueKey> Clone for Pool<K> {
+    fn clone(&self) -> Self {
+        Pool {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<K: QueueKey> {
+    /// The pool's number, which its cores' threads know.
+    id: u64,
+    cores: Vec<CoreEntry<K>>,
+    accepting: AtomicBool,
+    next: AtomicUsize,
+    distribution: Distribution,
+    timer: Arc<Timer>,
+    /// The cores' threads, until the shutdown joins them.
+    threads: Mutex<Vec<JoinHandle<CoreReport>>>,
+}
+
+/// What the pool keeps of one core.
+struct CoreEntry<K: QueueKey> {
+    spawner: BoundedRemoteSpawner<K>,
+    control: Arc<CoreControl>,
+    /// Tasks submitted through the pool and not ended.
+    load: Arc<AtomicUsize>,
+    cpu: Option<usize>,
+}
+
+impl<K: QueueKey> Drop for Inner<K> {
+    fn drop(&mut self) {
+        let threads = self
+            .threads
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !threads.is_empty() {
+            // Never shut down: the cores drop their tasks and end.
+            for c in &self.cores {
+                c.control.advance(Phase::Abort);
+            }
+        }
+        self.timer.close();
+    }
+}
+
+impl<K> Pool<K>
+where
+    K: QueueKey + Send + Sync,
+{
+    /// A [`PoolBuilder`] (cores, placement, host, the executor of every
+    /// core).
+    pub fn builder() -> PoolBuilder<K> {
+        PoolBuilder::new()
+    }
+
+    pub(crate) fn start(
+        id: u64,
+        links: Vec<CoreLink<K>>,
+        started: Vec<StartedCore>,
+        distribution: Distribution,
+    ) -> Self {
+        let mut threads = Vec::with_capacity(started.len());
+        let cores = links
+            .into_iter()
+            .zip(started)
+            .map(|(link, s)| {
+                threads.push(s.thread);
+                CoreEntry {
+                    spawner: link.spawner,
+                    control: s.control,
+                    load: Arc::new(AtomicUsize::new(0)),
+                    cpu: s.cpu,
+                }
+            })
+            .collect();
+        Pool {
+            inner: Arc::new(Inner {
+                id,
+                cores,
+                accepting: AtomicBool::new(true),
+                next: AtomicUsize::new(0),
+                distribution,
+                timer: Arc::new(Timer::default()),
+                threads: Mutex::new(threads),
+            }),
+        }
+    }
+
+    /// The number of cores.
+    pub fn cores(&self) -> usize {
+        self.inner.cores.len()
+    }
+
+    /// The CPU core `core` is pinned to (`None`: unpinned, or no such
+    /// core).
+    pub fn cpu(&self, core: usize) -> Option<usize> {
+        self.inner.cores.get(core).and_then(|c| c.cpu)
+    }
+
+    /// Tasks submitted through the pool to `core` and not yet ended (what
+    /// [`Distribution::LeastLoaded`] compares); `None` for no such core.
+    pub fn load(&self, core: usize) -> Option<usize> {
+        self.inner
+            .cores
+            .get(core)
+            .map(|c| c.load.load(Ordering::Relaxed))
+    }
+
+    fn entry(&self, core: usize) -> Result<&CoreEntry<K>, SubmitError> {
+        self.inner.cores.get(core).ok_or(SubmitError::UnknownCore {
+            core,
+            cores: self.cores(),
+        })
+    }
+
+    /// Spawns, on core `core`'s queue `key`, the task that `make` builds
+    /// there: `make` is `Send` and runs on the core (at the task's first
+    /// poll, as part of it); the future it returns need not be `Send`.
+    /// Waits while the core's cross-core queue is full. Resolves to the
+    /// task's [`RemoteJoinHandle`] (`Send`, awaitable on any thread,
+    /// abortable).
+    ///
+    /// # Errors
+    /// [`SubmitError::UnknownCore`], [`SubmitError::UnknownQueue`],
+    /// [`SubmitError::Shutdown`] (the pool is shutting down, or the core
+    /// ended), [`SubmitError::Timeout`] with
+    /// [`timeout`](PoolSpawn::timeout). Each drops `make`, never run.
+    pub fn spawn_on<C, Fut>(&self, core: usize, key: K, make: C) -> PoolSpawn<'_, C>
+    where
+        C: FnOnce() -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let timer = &self.inner.timer;
+        let entry = match self.entry(core) {
+            Ok(e) => e,
+            Err(e) => return PoolSpawn::failed(e, timer),
+        };
+        if !self.inner.accepting.load(Ordering::Acquire) {
+            return PoolSpawn::failed(SubmitError::Shutdown, timer);
+        }
+        let job = Tracked {
+            launch: Make(make),
+            guard: LoadGuard::new(&entry.load),
+        };
+        PoolSpawn::waiting(entry.spawner.wait(key, None, job), timer)
+    }
+
+    /// [`spawn_on`](Self::spawn_on) without waiting.
+    ///
+    /// # Errors
+    /// [`TrySubmitError::Full`] when the core's cross-core queue is full;
+    /// the others as [`spawn_on`](Self::spawn_on)'s. Each hands `make`
+    /// back, never run.
+    pub fn try_spawn_on<C, Fut>(
+        &self,
+        core: usize,
+        key: K,
+        make: C,
+    ) -> Result<RemoteJoinHandle<Fut::Output>, TrySubmitError<C>>
+    where
+        C: FnOnce() -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let Some(entry) = self.inner.cores.get(core) else {
+            return Err(TrySubmitError::UnknownCore {
+                core,
+                cores: self.cores(),
+                make,
+            });
+        };
+        if !self.inner.accepting.load(Ordering::Acquire) {
+            return Err(TrySubmitError::Shutdown(make));
+        }
+        let job = Tracked {
+            launch: Make(make),
+            guard: LoadGuard::new(&entry.load),
+        };
+        entry
+            .spawner
+            .try_submit(key, None, job)
+            .map_err(|e| match e {
+                TrySpawnError::Full(j) => TrySubmitError::Full(j.launch.0),
+                TrySpawnError::UnknownQueue(q, j) => TrySubmitError::UnknownQueue(q, j.launch.0),
+                e => TrySubmitError::Shutdown(e.into_inner().launch.0),
+            })
+    }
+
+    /// The core [`spawn`](Self::spawn) would use now.
+    fn pick(&self) -> usize {
+        let cores = &self.inner.cores;
+        match self.inner.distribution {
+            Distribution::RoundRobin => {
+                self.inner.next.fetch_add(1, Ordering::Relaxed) % cores.len()
+            }
+            Distribution::LeastLoaded => (0..cores.len())
+                .min_by_key(|&i| cores[i].load.load(Ordering::Relaxed))
+                .unwrap_or(0),
+        }
+    }
+
+    /// [`spawn_on`](Self::spawn_on) a core chosen by the pool's
+    /// [`Distribution`].
+    pub fn spawn<C, Fut>(&self, key: K, make: C) -> PoolSpawn<'_, C>
+    where
+        C: FnOnce() -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.spawn_on(self.pick(), key, make)
+    }
+
+    /// [`try_spawn_on`](Self::try_spawn_on) a core chosen by the pool's
+    /// [`Distribution`].
+    pub fn try_spawn<C, Fut>(
+        &self,
+        key: K,
+        make: C,
+    ) -> Result<RemoteJoinHandle<Fut::Output>, TrySubmitError<C>>
+    where
+        C: FnOnce() -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.try_spawn_on(self.pick(), key, make)
+    }
+
+    /// Runs the future that `make` builds on core `core`'s queue `key` and
+    /// resolves to its output, as Seastar's `submit_to`: waits for room,
+    /// then for the task. The returned future is `Send`; await it on any
+    /// thread or in a task of any core (a task of another core waits
+    /// without blocking its thread).
+    ///
+    /// # Errors
+    /// As [`spawn_on`](Self::spawn_on)'s, and [`SubmitError::Join`] when
+    /// the task panicked or was cancelled; [`SubmitError::Timeout`] with
+    /// [`timeout`](Submit::timeout) (a running task is then aborted).
+    pub fn submit_to<C, Fut>(&self, core: usize, key: K, make: C) -> Submit<'_, C, Fut::Output>
+    where
+        C: FnOnce() -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        Submit::new(self.spawn_on(core, key, make))
+    }
+
+    /// Runs `f` on core `core`'s thread at its next poll boundary, outside
+    /// any task; resolves to its result.
+    fn call<R, F>(&self, core: usize, f: F) -> impl Future<Output = Result<R, ControlError>> + Send
+    where
+        R: Send + 'static,
+        F: FnOnce(&Core) -> R + Send + 'static,
+    {
+        let sent = self
+            .entry(core)
+            .map_err(ControlError::from)
+            .and_then(|entry| {
+                let (tx, rx) = futures_channel::oneshot::channel();
+                let op = RemoteOp::Call(Box::new(move |c: &Core| {
+                    let _ = tx.send(f(c));
+                }));
+                entry
+                    .spawner
+                    .unbounded()
+                    .remote
+                    .push_op(op)
+                    .map(|()| rx)
+                    .map_err(|_| ControlError::Shutdown)
+            });
+        async move {
+            match sent {
+                Ok(rx) => rx.await.map_err(|_| ControlError::Shutdown),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Changes the shares of queue `key` on core `core` (see
+    /// [`Executor::set_shares`](crate::Executor::set_shares)); applied on
+    /// the core at its next poll boundary.
+    ///
+    /// # Errors
+    /// [`ControlError::UnknownCore`], [`ControlError::Shutdown`] (the core
+    /// ended), [`ControlError::Shares`] (zero shares, or an unknown key).
+    pub async fn set_shares(&self, core: usize, key: K, shares: u32) -> Result<(), ControlError> {
+        let q = self
+            .entry(core)?
+            .spawner
+            .unbounded()
+            .queue_index(key)
+            .map_err(|e| ControlError::Shares(e.into()))?;
+        self.call(core, move |c| c.set_shares(q, shares))
+            .await?
+            .map_err(ControlError::Shares)
+    }
+
+    /// [`set_shares`](Self::set_shares) on every core.
+    ///
+    /// # Errors
+    /// The first core's error, after every core was asked.
+    pub async fn set_shares_all(&self, key: K, shares: u32) -> Result<(), ControlError> {
+        let mut first = Ok(());
+        for core in 0..self.cores() {
+            let r = self.set_shares(core, key, shares).await;
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// The statistics of every core, each taken on its thread at its next
+    /// poll boundary; [`PoolStats::merged`] sums them.
+    pub async fn stats(&self) -> PoolStats {
+        let mut cores = Vec::with_capacity(self.cores());
+        for core in 0..self.cores() {
+            let s: Result<ExecutorStats, _> = self.call(core, Core::stats).await;
+            cores.push(s.ok());
+        }
+        PoolStats { cores }
+    }
+
+    /// Shuts the pool down and joins its threads: the pool accepts no new
+    /// work (submissions get [`SubmitError::Shutdown`]); each core lets
+    /// its tasks alive finish, for up to `grace`; then the tasks still alive
+    /// are dropped (their handles read `Cancelled`). The report says, per
+    /// core, whether it drained, what was cancelled, and any panic that
+    /// ended it. Blocks the calling thread.
+    ///
+    /// # Errors
+    /// [`ShutdownError::OnPoolCore`] on a thread of this pool (it cannot
+    /// join itself), [`ShutdownError::AlreadyShutDown`] after a shutdown
+    /// (from this handle or a clone).
+    pub fn shutdown(&self, grace: Duration) -> Result<ShutdownReport, ShutdownError> {
+        if core_thread::current().is_some_and(|(pool, _)| pool == self.inner.id) {
+            return Err(ShutdownError::OnPoolCore);
+        }
+        let threads = std::mem::take(
+            &mut *self
+                .inner
+                .threads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        if threads.is_empty() {
+            return Err(ShutdownError::AlreadyShutDown);
+        }
+        self.inner.accepting.store(false, Ordering::Release);
+        for c in &self.inner.cores {
+            c.control.advance(Phase::Drain);
+        }
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(grace)
+            .unwrap_or(now + Duration::from_secs(86_400));
+        for c in &self.inner.cores {
+            if !c.control.wait_finished(deadline) {
+                c.control.advance(Phase::Abort);
+            }
+        }
+        let cores = threads
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| match t.join() {
+                Ok(report) => report,
+                Err(p) => CoreReport::panicked(i, self.inner.cores[i].cpu, &*p),
+            })
+            .collect();
+        Ok(ShutdownReport { cores })
+    }
+}
+
+impl<K: QueueKey> fmt::Debug for Pool<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("cores", &self.inner.cores.len())
+            .field("accepting", &self.inner.accepting.load(Ordering::Relaxed))
+            .field("distribution", &self.inner.distribution)
+            .finish()
+    }
+}

@@ -1,0 +1,120 @@
+#![forbid(unsafe_code)]
+//! What a pool's shutdown reports: per core, how it ended
+//! ([`CoreReport`]), and the whole ([`ShutdownReport`]).
+
+use std::any::Any;
+use std::fmt;
+
+use crate::stats::ExecutorStats;
+
+/// How one core ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CoreReport {
+    /// The core's index.
+    pub core: usize,
+    /// The CPU it was pinned to (`None`: unpinned).
+    pub cpu: Option<usize>,
+    /// Every task had ended when the core stopped (within the grace
+    /// period): nothing was cancelled.
+    pub drained: bool,
+    /// Tasks alive when the grace period ended, dropped unfinished (their
+    /// join handles read `Cancelled`).
+    pub cancelled: usize,
+    /// The message of a panic that ended the core's thread (a task's panic
+    /// under [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), or
+    /// one out of the executor's declaration); the other cores ran on.
+    pub panic: Option<String>,
+    /// The executor's last statistics (`None` if the thread panicked).
+    pub stats: Option<ExecutorStats>,
+}
+
+impl CoreReport {
+    pub(crate) fn ended(
+        core: usize,
+        cpu: Option<usize>,
+        drained: bool,
+        cancelled: usize,
+        stats: ExecutorStats,
+    ) -> Self {
+        CoreReport {
+            core,
+            cpu,
+            drained,
+            cancelled,
+            panic: None,
+            stats: Some(stats),
+        }
+    }
+
+    /// A core that never came up (the builder reported why).
+    pub(crate) fn failed(core: usize, cpu: Option<usize>) -> Self {
+        CoreReport {
+            core,
+            cpu,
+            drained: false,
+            cancelled: 0,
+            panic: None,
+            stats: None,
+        }
+    }
+
+    pub(crate) fn panicked(core: usize, cpu: Option<usize>, payload: &(dyn Any + Send)) -> Self {
+        CoreReport {
+            core,
+            cpu,
+            drained: false,
+            cancelled: 0,
+            panic: Some(message(payload)),
+            stats: None,
+        }
+    }
+}
+
+/// What [`Pool::shutdown`](super::Pool::shutdown) found, core by core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// One report per core, in core order.
+    pub cores: Vec<CoreReport>,
+}
+
+impl ShutdownReport {
+    /// Tasks cancelled on all cores.
+    pub fn cancelled(&self) -> usize {
+        self.cores.iter().map(|c| c.cancelled).sum()
+    }
+
+    /// Whether every core drained (no task cancelled, no core panicked).
+    pub fn is_clean(&self) -> bool {
+        self.cores.iter().all(|c| c.drained && c.panic.is_none())
+    }
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in &self.cores {
+            write!(f, "core {}", c.core)?;
+            if let Some(cpu) = c.cpu {
+                write!(f, " (CPU {cpu})")?;
+            }
+            match &c.panic {
+                Some(m) => writeln!(f, ": panicked: {m}")?,
+                None if c.drained => writeln!(f, ": drained")?,
+                None => writeln!(f, ": {} task(s) cancelled", c.cancelled)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A panic payload's message (`&str` or `String`), or a placeholder.
+pub(crate) fn message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
+    }
+}
