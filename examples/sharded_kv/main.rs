@@ -75,29 +75,31 @@ fn parse_args() -> Result<Options, String> {
         let value = args
             .next()
             .ok_or(format!("{flag} needs a value\n{USAGE}"))?;
-        let bad = |_| format!("bad value for {flag}: {value:?}\n{USAGE}");
-        let count = |v: &str| v.parse::<usize>().ok().filter(|&n| n > 0);
-        match flag.as_str() {
-            "--cores" => o.cores = count(&value).ok_or_else(|| bad(()))?,
-            "--conns" => o.load.conns = count(&value).ok_or_else(|| bad(()))?,
-            "--depth" => o.load.depth = count(&value).ok_or_else(|| bad(()))?,
-            "--client-threads" => o.load.threads = count(&value).ok_or_else(|| bad(()))?,
-            "--keys" => o.load.keys = count(&value).ok_or_else(|| bad(()))? as u64,
-            "--duration" => {
-                let secs: f64 = value.trim_end_matches('s').parse().map_err(|_| bad(()))?;
-                o.load.duration = Duration::try_from_secs_f64(secs)
-                    .ok()
-                    .filter(|d| !d.is_zero())
-                    .ok_or_else(|| bad(()))?;
+        // Each value parses to `Some` or the flag is refused.
+        let count = value.parse::<usize>().ok().filter(|&n| n > 0);
+        let secs = value.trim_end_matches('s').parse::<f64>().ok();
+        let rate = value
+            .parse::<f64>()
+            .ok()
+            .filter(|r| r.is_finite() && *r > 0.0);
+        let parsed = match flag.as_str() {
+            "--cores" => count.map(|n| o.cores = n),
+            "--conns" => count.map(|n| o.load.conns = n),
+            "--depth" => count.map(|n| o.load.depth = n),
+            "--client-threads" => count.map(|n| o.load.threads = n),
+            "--keys" => count.map(|n| o.load.keys = n as u64),
+            "--duration" => secs
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .filter(|d| !d.is_zero())
+                .map(|d| o.load.duration = d),
+            "--rate" if value == "max" => {
+                o.load.rate = None;
+                Some(())
             }
-            "--rate" if value == "max" => o.load.rate = None,
-            "--rate" => {
-                let rate: f64 = value.parse().map_err(|_| bad(()))?;
-                o.load.rate = Some(rate).filter(|r| r.is_finite() && *r > 0.0);
-                o.load.rate.ok_or_else(|| bad(()))?;
-            }
+            "--rate" => rate.map(|r| o.load.rate = Some(r)),
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
-        }
+        };
+        parsed.ok_or(format!("bad value for {flag}: {value:?}\n{USAGE}"))?;
     }
     Ok(o)
 }
@@ -118,10 +120,11 @@ fn main() {
         .host(Host::Tokio)
         .executor(|_core| tourbillon::Builder::new().queue(FG, 8).queue(BG, 1))
         .build()
-        .expect("building the pool");
+        .unwrap_or_else(|e| fail("building the pool", e));
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let port = block_on(start_server(&pool, stop_rx)).expect("starting the server");
+    let port =
+        block_on(start_server(&pool, stop_rx)).unwrap_or_else(|e| fail("starting the server", e));
     opts.load.addr.set_port(port);
     println!(
         "server: {} cores on 127.0.0.1:{port}; client: {} connections on {} thread(s), {}, {:?}",
@@ -135,15 +138,25 @@ fn main() {
         opts.load.duration,
     );
 
-    let report = client::run(&opts.load).expect("client");
+    let report = client::run(&opts.load).unwrap_or_else(|e| fail("client", e));
     print_load(&report, &opts.load);
 
     // Ask the accept and background loops to return, read what each core
     // counted (on that core: the counters are thread-locals), shut down.
     stop_tx.send_replace(true);
     print_cores(&pool);
-    let shutdown = pool.shutdown(Duration::from_secs(1));
-    println!("shutdown: {shutdown:?}");
+    match pool.shutdown(Duration::from_secs(1)) {
+        Ok(report) => print!(
+            "shutdown ({} task(s) cancelled):\n{report}",
+            report.cancelled()
+        ),
+        Err(e) => eprintln!("shutdown: {e}"),
+    }
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> ! {
+    eprintln!("sharded_kv: {what}: {e}");
+    std::process::exit(1);
 }
 
 /// Binds a listener on each core (the first on a free port, the others on
@@ -167,11 +180,14 @@ async fn start_server(
                 Ok::<_, std::io::Error>(port)
             })
             .await
-            .map_err(std::io::Error::other)??;
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
         let s = stop.clone();
-        pool.spawn_on(core, BG, move || server::background_loop(s))
+        let background = pool
+            .spawn_on(core, BG, move || server::background_loop(s))
             .await
-            .map_err(std::io::Error::other)?;
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // Detached: the loop returns when `stop` changes.
+        drop(background);
     }
     Ok(port)
 }
@@ -233,6 +249,7 @@ fn print_cores(pool: &Pool<&'static str>) {
     }
     let stats = block_on(pool.stats());
     for (core, ex) in stats.cores.iter().enumerate() {
+        let Some(ex) = ex else { continue };
         let queues: Vec<String> = ex
             .queues
             .iter()

@@ -8,7 +8,8 @@
 //! anything else    ->  ERR message
 //! ```
 //!
-//! Keys and values are bytes without spaces or line breaks. A client may
+//! Commands may be in any case. Keys and values are bytes without spaces
+//! or line breaks. A client may
 //! pipeline: send many requests before it reads the responses.
 
 /// The longest line either side accepts; a connection that sends a longer
