@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Commands may be in any case. Keys and values are bytes without spaces
-//! or line breaks. A client may
-//! pipeline: send many requests before it reads the responses.
+//! or line breaks. A client may pipeline: send many requests before it
+//! reads the responses.
 
 /// The longest line either side accepts; a connection that sends a longer
 /// one gets an `ERR` and is closed.
