@@ -16,7 +16,6 @@
 //! flight (closed loop, pipelined), which measures how much the server can
 //! do; latencies then count from the write.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -265,11 +264,11 @@ async fn write_requests(
             break;
         }
         // Which requests go out now, each with its due time.
-        let mut due = VecDeque::new();
+        let mut due = Vec::new();
         match &pace {
             &Pace::Every(interval) => {
                 while next_due <= now {
-                    due.push_back(next_due);
+                    due.push(next_due);
                     next_due += interval;
                 }
             }
