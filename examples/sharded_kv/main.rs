@@ -27,9 +27,11 @@
 //!
 //! The program starts the server, runs the client, stops the server's
 //! loops, prints what each core did and shuts the pool down, by itself.
-//! Flags: `--cores N` (default 2), `--duration SECONDS` (2), `--rate
-//! REQUESTS_PER_SECOND|max` (50000), `--conns N` (16), `--depth N` (64,
-//! with `--rate max`), `--keys N` (50000), `--client-threads N` (1).
+//! Flags: `--cores N` (default 2), `--placement each-cpu|unpinned`
+//! (each-cpu: core `i` pinned to the `i`-th CPU), `--duration SECONDS` (2),
+//! `--rate REQUESTS_PER_SECOND|max` (50000), `--conns N` (16), `--depth N`
+//! (64, with `--rate max`), `--keys N` (50000), `--client-threads N` (1).
+//! The client's threads are not pinned.
 
 mod client;
 mod protocol;
@@ -41,22 +43,25 @@ use std::time::Duration;
 
 use futures::executor::block_on;
 use tokio::sync::watch;
-use tourbillon::pool::{Host, Pool};
+use tourbillon::pool::{Host, Placement, Pool};
 
 use client::{LoadConfig, LoadReport};
 use server::{BG, FG};
 
 struct Options {
     cores: usize,
+    placement: Placement,
     load: LoadConfig,
 }
 
-const USAGE: &str = "usage: sharded_kv [--cores N] [--duration SECONDS] \
+const USAGE: &str =
+    "usage: sharded_kv [--cores N] [--placement each-cpu|unpinned] [--duration SECONDS] \
 [--rate REQUESTS_PER_SECOND|max] [--conns N] [--depth N] [--keys N] [--client-threads N]";
 
 fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         cores: 2,
+        placement: Placement::EachCpu,
         load: LoadConfig {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             conns: 16,
@@ -78,10 +83,20 @@ fn parse_args() -> Result<Options, String> {
         // Each value parses to `Some` or the flag is refused.
         let count = value.parse::<usize>().ok().filter(|&n| n > 0);
         let secs = value.trim_end_matches('s').parse::<f64>().ok();
-        let rate = value
-            .parse::<f64>()
-            .ok()
-            .filter(|r| r.is_finite() && *r > 0.0);
+        // `--rate max`: `Some(None)`, no target rate.
+        let rate = match value.as_str() {
+            "max" => Some(None),
+            v => v
+                .parse::<f64>()
+                .ok()
+                .filter(|r| r.is_finite() && *r > 0.0)
+                .map(Some),
+        };
+        let placement = match value.as_str() {
+            "each-cpu" => Some(Placement::EachCpu),
+            "unpinned" => Some(Placement::Unpinned),
+            _ => None,
+        };
         let parsed = match flag.as_str() {
             "--cores" => count.map(|n| o.cores = n),
             "--conns" => count.map(|n| o.load.conns = n),
@@ -92,11 +107,8 @@ fn parse_args() -> Result<Options, String> {
                 .and_then(|s| Duration::try_from_secs_f64(s).ok())
                 .filter(|d| !d.is_zero())
                 .map(|d| o.load.duration = d),
-            "--rate" if value == "max" => {
-                o.load.rate = None;
-                Some(())
-            }
-            "--rate" => rate.map(|r| o.load.rate = Some(r)),
+            "--rate" => rate.map(|r| o.load.rate = r),
+            "--placement" => placement.map(|p| o.placement = p),
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         };
         parsed.ok_or(format!("bad value for {flag}: {value:?}\n{USAGE}"))?;
@@ -117,6 +129,7 @@ fn main() {
     // current_thread runtime (tokio sockets and timers work in its tasks).
     let pool: Pool<&'static str> = Pool::builder()
         .cores(opts.cores)
+        .placement(opts.placement.clone())
         .host(Host::Tokio)
         .executor(|_core| tourbillon::Builder::new().queue(FG, 8).queue(BG, 1))
         .build()
