@@ -14,8 +14,9 @@
 //!   locks, and nothing `Send` about it.
 //! * server.rs: what each core runs. The pool has one thread per core,
 //!   each an executor with a foreground queue "fg" (shares 8: accept loop,
-//!   connections, requests forwarded from other cores) and a background
-//!   queue "bg" (shares 1: a periodic snapshot pass over the shard). Each
+//!   connections), a queue "fwd" for the requests forwarded from other
+//!   cores (shares 32) and a background queue "bg" (shares 1: a periodic
+//!   snapshot pass over the shard). Each
 //!   core accepts on its own `SO_REUSEPORT` listener; a key belongs to
 //!   shard `hash(key) % cores`, and requests for another core's keys go
 //!   there with `pool.submit_to`, whose `Send` closure builds the
@@ -46,7 +47,7 @@ use tokio::sync::watch;
 use tourbillon::pool::{Host, Placement, Pool};
 
 use client::{LoadConfig, LoadReport};
-use server::{BG, FG};
+use server::{BG, FG, FWD};
 
 struct Options {
     cores: usize,
@@ -131,7 +132,12 @@ fn main() {
         .cores(opts.cores)
         .placement(opts.placement.clone())
         .host(Host::Tokio)
-        .executor(|_core| tourbillon::Builder::new().queue(FG, 8).queue(BG, 1))
+        .executor(|_core| {
+            tourbillon::Builder::new()
+                .queue(FG, 8)
+                .queue(FWD, 32)
+                .queue(BG, 1)
+        })
         .build()
         .unwrap_or_else(|e| fail("building the pool", e));
 
