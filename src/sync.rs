@@ -6,9 +6,9 @@
 #[cfg(tourbillon_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize};
 #[cfg(tourbillon_loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(not(tourbillon_loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize};
 #[cfg(not(tourbillon_loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};

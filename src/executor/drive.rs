@@ -265,7 +265,8 @@ impl<F: Future> Future for RunUntil<'_, F> {
     }
 }
 
-/// A future that completes once no task of the executor is alive; polled
+/// A future that completes once no task of the executor is alive and no
+/// remote spawn waits in its inbox; polled
 /// as (part of) the main future of `block_on` or `run_until`. A driver that
 /// finds nothing runnable and no task alive wakes it
 /// ([`Core::wake_if_drained`]).
@@ -283,7 +284,7 @@ impl Future for Drained<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.core.tasks.borrow().len() == 0 {
+        if self.core.tasks.borrow().len() == 0 && !self.core.remote.has_pending() {
             return Poll::Ready(());
         }
         let mut slot = self.core.drained_waker.borrow_mut();
@@ -301,7 +302,9 @@ impl Core {
     fn wake_if_drained(&self) {
         let waker = match self.drained_waker.try_borrow_mut() {
             Ok(mut slot) if slot.is_some() => {
-                if self.tasks.try_borrow().map_or(true, |t| t.len() > 0) {
+                if self.tasks.try_borrow().map_or(true, |t| t.len() > 0)
+                    || self.remote.has_pending()
+                {
                     return;
                 }
                 slot.take()

@@ -393,6 +393,35 @@ mod loom_tests {
     }
 
     #[test]
+    fn loom_two_cores_submitting_to_one_never_exceed_its_capacity() {
+        // The cross-core queue of a pool core, shared by two submitting
+        // cores: each takes a permit if it can, and the target core gives
+        // it back at the task's first poll. Never more permits than the
+        // capacity at once, and all given back in the end.
+        loom::model(|| {
+            let g = gate(1);
+            let taken = loom::sync::Arc::new(AtomicUsize::new(0));
+            let submit = |g: loom::sync::Arc<Gate>, taken: loom::sync::Arc<AtomicUsize>| {
+                move || {
+                    if g.try_acquire() {
+                        assert_eq!(taken.fetch_add(1, Ordering::SeqCst), 0, "over capacity");
+                        taken.fetch_sub(1, Ordering::SeqCst);
+                        g.release();
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            let a = thread::spawn(submit(g.clone(), taken.clone()));
+            let b = thread::spawn(submit(g.clone(), taken.clone()));
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            assert!(a || b, "with room, one of two submissions gets in");
+            assert_eq!(g.used(), 0);
+        });
+    }
+
+    #[test]
     fn loom_release_racing_a_waiting_sender_is_never_lost() {
         // The executor gives the only permit back (a first poll) while a
         // sender finds the gate full and registers. No lost wake-up: the

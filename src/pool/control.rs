@@ -7,9 +7,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
+
+use crate::sync::{Condvar, Mutex, MutexGuard};
 
 /// The phases of a core, in order; the pool only moves them forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -156,5 +158,53 @@ mod tests {
         assert!(!c.wait_finished(Instant::now()));
         c.finish();
         assert!(c.wait_finished(Instant::now() + Duration::from_secs(3600)));
+    }
+}
+
+/// Model checks of a core's stop signals (run with
+/// `RUSTFLAGS="--cfg tourbillon_loom" cargo test --release --lib loom`).
+#[cfg(all(test, tourbillon_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::task::Wake;
+
+    struct Flag(Arc<AtomicBool>);
+    impl Wake for Flag {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn loom_a_phase_advanced_while_the_core_polls_is_never_missed() {
+        // The pool advances the phase while the core's main future polls
+        // for it: the poll sees the phase, or its waker is woken.
+        loom::model(|| {
+            let control = Arc::new(CoreControl::default());
+            let c2 = control.clone();
+            let pool = thread::spawn(move || c2.advance(Phase::Drain));
+            let woken = Arc::new(AtomicBool::new(false));
+            let waker = Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            let mut cx = Context::from_waker(&waker);
+            let polled = control.poll_phase(Phase::Drain, &mut cx);
+            pool.join().unwrap();
+            assert!(polled.is_ready() || woken.load(Ordering::SeqCst));
+        });
+    }
+
+    #[test]
+    fn loom_a_finish_racing_the_shutdown_wait_is_seen() {
+        // The core finishes while the shutting-down thread waits for it.
+        loom::model(|| {
+            let control = Arc::new(CoreControl::default());
+            let c2 = control.clone();
+            let core = thread::spawn(move || c2.finish());
+            let far = Instant::now() + std::time::Duration::from_secs(3600);
+            assert!(control.wait_finished(far));
+            core.join().unwrap();
+        });
     }
 }

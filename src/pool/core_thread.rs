@@ -189,7 +189,7 @@ where
     match outcome {
         Ok(Some(report)) => report,
         Ok(None) => CoreReport::failed(index, cpu),
-        Err(payload) => CoreReport::panicked(index, cpu, &payload),
+        Err(payload) => CoreReport::panicked(index, cpu, &*payload),
     }
 }
 
@@ -222,7 +222,7 @@ where
         Err(p) => {
             return fail(PoolBuildError::ExecutorPanicked {
                 core: index,
-                message: super::shutdown::message(&p),
+                message: super::shutdown::message(&*p),
             })
         }
     };
