@@ -97,10 +97,13 @@ impl Hosts {
 pub(crate) struct Inbox<Op> {
     ids: Line<Mutex<Vec<TaskId>>>,
     /// Remote spawns and aborts; `closed` is checked and set under this
-    /// lock, so that no op is queued after `close` drained them. The drain
-    /// swaps it with the executor's empty batch (see
-    /// [`drain_into`](Self::drain_into)).
+    /// lock, so that no op is queued after `close` drained them.
     ops: Line<Mutex<Vec<Op>>>,
+    /// An empty queue of ops with room, swapped with `ops` by the drain
+    /// (the executor's thread alone takes this lock): the drain holds the
+    /// contended lock for a swap of two vectors, and pushes that follow
+    /// find room without reallocating.
+    spare: Line<Mutex<Vec<Op>>>,
     /// [`IDS`] and [`OPS`]: which queues have something for the executor.
     pending: Line<AtomicUsize>,
     /// The drivers' host wakers; `closed` is checked under this lock when
@@ -149,6 +152,7 @@ impl<Op> Default for Inbox<Op> {
         Inbox {
             ids: Line::default(),
             ops: Line::default(),
+            spare: Line::default(),
             pending: Line::default(),
             hosts: Mutex::default(),
             closed: AtomicBool::default(),
@@ -299,14 +303,6 @@ impl<Op> Inbox<Op> {
     }
 
     /// Moves the queued ids into `out` and the queued ops into `ops`.
-    ///
-    /// Into an empty `ops` (the executor's batch, drained since the last
-    /// call, with its room) the ops move by a swap of the two vectors under
-    /// the contended lock, not a copy of each op: the batch's buffer becomes
-    /// the inbox's queue, and the pushes that follow find room without
-    /// reallocating. (Into a non-empty `ops` they are appended, with the
-    /// lock released.) One lock per drain, which matters: a thread that
-    /// keeps spawning finds the executor draining after almost every poll.
     pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<Op>) {
         let mut bits = self.pending.load(Ordering::Acquire);
         while bits != 0 {
@@ -322,11 +318,16 @@ impl<Op> Inbox<Op> {
             out.append(&mut lock(&self.ids));
         }
         if bits & OPS != 0 {
+            let mut spare = lock(&self.spare);
+            std::mem::swap(&mut *lock(&self.ops), &mut *spare);
+            // Moved out with the contended lock released. Into an empty
+            // `ops` (the executor's drained batch) by a swap, not a copy of
+            // each op: the batch's buffer, with its room, becomes the spare
+            // for the next swap.
             if ops.is_empty() {
-                std::mem::swap(&mut *lock(&self.ops), ops);
+                std::mem::swap(ops, &mut *spare);
             } else {
-                let mut taken = std::mem::take(&mut *lock(&self.ops));
-                ops.append(&mut taken);
+                ops.append(&mut spare);
             }
         }
     }

@@ -13,17 +13,14 @@
 //! to the task as its delivery (`TaskSlab::set_deliver`, no allocation).
 //! The last owner frees it: usually the handle, on the spawning side.
 //!
-//! Races, decided under the slot's lock (one lock, which also holds the
-//! future until the executor takes it):
-//! * abort before the executor took the future: the spawn op sees the
-//!   flag when it takes the future, and drops it unpolled (the handle
-//!   reads `Cancelled`);
-//! * abort after: the executor published the task's id when it took the
-//!   future (the id the task gets, `TaskSlab::next_id`, known before it is
-//!   stored), so the abort names it, and an abort op follows the usual
-//!   local path (the op is queued after the executor took the spawn op,
-//!   so it finds the task stored: dropped at the next boundary, or at the
-//!   end of its poll);
+//! Races, decided under the slot's lock:
+//! * abort before the executor spawned the task: the spawn op sees the
+//!   flag (an atomic copy, read without the lock) and drops the future
+//!   unpolled (the handle reads `Cancelled`); an abort between that read
+//!   and the spawn is seen when the id is published, and the executor
+//!   aborts the task before its first poll;
+//! * abort after the spawn: the id is known, an abort op follows the usual
+//!   local path (dropped at the next boundary, or at the end of its poll);
 //! * abort racing completion: whichever takes the lock first wins; a task
 //!   that completed first keeps its output (`Ok`), as a local `abort` does.
 //! * the executor shut down, or dropped the task unfinished: the delivery
@@ -47,137 +44,96 @@ use super::spawning::Spawn;
 use crate::boundary;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{AtomicBool, Mutex, MutexGuard};
 use crate::task::id::TaskId;
 use crate::task::join_error::JoinError;
 use crate::task::slab::ResultSink;
+use std::sync::atomic::Ordering;
 
 /// The id reported by a [`JoinError`] of a remote task that was never
-/// spawned (the executor shut down before it took the task), and the
-/// slot's id until the executor takes the future (a task's index is below
-/// 2^31).
+/// spawned (the executor shut down before it took the task).
 const NEVER_SPAWNED: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
 /// What a remote task, its handle and the executor share: one allocation,
-/// made by the spawning thread. `S` is what the executor spawns the task
-/// from ([`Pending`]), under the slot's lock with the rest; the handle
-/// sees it erased ([`Slot`]).
+/// made by the spawning thread. `S` is what the executor needs to spawn
+/// the task ([`Pending`]); the handle sees it erased ([`Slot`]).
 pub(crate) struct Shared<T, S: ?Sized> {
-    state: Mutex<SlotState<T, S>>,
+    state: Mutex<SlotState<T>>,
+    /// `abort()` was called: a copy of the state's flag that the executor
+    /// reads before spawning without taking the lock (`started`, under the
+    /// lock, catches an abort that comes after the read).
+    aborted: AtomicBool,
+    spawn: S,
 }
 
 /// The handle's view of a [`Shared`]: the result slot alone.
-pub(crate) type Slot<T> = Shared<T, dyn Send>;
+pub(crate) type Slot<T> = Shared<T, dyn Send + Sync>;
 
-struct SlotState<T, S: ?Sized> {
+struct SlotState<T> {
     result: Option<Result<T, JoinError>>,
     /// The result was delivered (and maybe taken since).
     done: bool,
     /// The handle's waker.
     waker: Option<Waker>,
-    /// The task, once the executor took the future ([`NEVER_SPAWNED`]
-    /// before: no `Option`, which would make the allocation of a small
-    /// future's task 144 bytes instead of 128).
-    id: TaskId,
+    /// The task, once the executor spawned it.
+    id: Option<TaskId>,
     /// `abort()` was called.
     abort: bool,
-    /// The task's queue.
-    queue: u32,
-    /// The task's keyed group, if `keyed` (not an `Option`, for the same
-    /// reason as `id`).
-    group: u64,
-    keyed: bool,
-    /// What the executor spawns the task from (the last field: the
-    /// handle's view erases it).
-    spawn: S,
 }
 
-/// What makes a remote task's future, until the executor takes it out
-/// (once, on its thread): a [`Launch`], the future or a closure.
-type Pending<L> = Option<L>;
-
-/// What [`Shared::start`] gives the executor.
-enum Start<L> {
-    /// Spawn the task from `launch` on `queue`, in `group`; its id is
-    /// published.
-    Spawn {
-        launch: L,
-        queue: usize,
-        group: Option<u64>,
-    },
-    /// Aborted before it started, or the executor shuts down: drop the
-    /// future unpolled, then cancel the slot.
-    Drop(L),
-    /// The future was taken already.
-    Gone,
+/// A remote task the executor has not taken yet: its queue, its group and
+/// what makes its future ([`Launch`]: the future, or a closure; taken out,
+/// once, by the executor's thread).
+struct Pending<L> {
+    queue: usize,
+    group: Option<u64>,
+    future: Mutex<Option<L>>,
 }
 
 impl<T, S> Shared<T, S> {
-    /// A slot for a task of queue `queue` (an index), in `group` (a group
-    /// of its own if `None`), to be spawned from `spawn`.
-    fn new(queue: usize, group: Option<u64>, spawn: S) -> Self {
+    fn new(spawn: S) -> Self {
         Self {
             state: Mutex::new(SlotState {
                 result: None,
                 done: false,
                 waker: None,
-                id: NEVER_SPAWNED,
+                id: None,
                 abort: false,
-                // Queue indexes fit a task header's 16 bits.
-                queue: queue as u32,
-                group: group.unwrap_or(0),
-                keyed: group.is_some(),
-                spawn,
             }),
+            aborted: AtomicBool::new(false),
+            spawn,
         }
-    }
-}
-
-impl<T, L> Shared<T, Pending<L>> {
-    /// Executor side: takes the future out, with the slot's one lock of
-    /// the spawn. Unless `abort()` came first or the executor shuts down
-    /// (`shutdown`), publishes `id`, the id the task will get: an abort
-    /// from then on names it.
-    fn start(&self, shutdown: bool, id: TaskId) -> Start<L> {
-        let mut st = self.lock();
-        let Some(launch) = st.spawn.take() else {
-            return Start::Gone;
-        };
-        if shutdown || st.abort {
-            return Start::Drop(launch);
-        }
-        st.id = id;
-        Start::Spawn {
-            launch,
-            queue: st.queue as usize,
-            group: st.keyed.then_some(st.group),
-        }
-    }
-
-    /// Takes the future out (a refused or dropped spawn op), once.
-    fn take(&self) -> Option<L> {
-        self.lock().spawn.take()
     }
 }
 
 impl<T, S: ?Sized> Shared<T, S> {
-    fn lock(&self) -> MutexGuard<'_, SlotState<T, S>> {
+    fn lock(&self) -> MutexGuard<'_, SlotState<T>> {
         // No critical section below can panic (they move values and
         // compare flags); recover from poisoning anyway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Executor side, after spawning: publishes the id; `true` if `abort()`
+    /// came first (it could not name the task: the executor aborts it, and
+    /// the task is dropped unpolled).
+    fn started(&self, id: TaskId) -> bool {
+        let mut st = self.lock();
+        st.id = Some(id);
+        st.abort
+    }
+
     /// Handle side: records the abort; returns the id to send an abort op
-    /// for, when the executor took the future. `None` when there is nothing
-    /// to send: finished, aborted before, or not taken (then `start` sees
-    /// the flag).
+    /// for, when the task was already started. `None` when there is nothing
+    /// to send: finished, aborted before, or not started (then `started`
+    /// sees the flag).
     fn request_abort(&self) -> Option<TaskId> {
         let mut st = self.lock();
         if st.done || st.abort {
             return None;
         }
         st.abort = true;
-        (st.id != NEVER_SPAWNED).then_some(st.id)
+        self.aborted.store(true, Ordering::Release);
+        st.id
     }
 
     /// Stores the result and wakes the handle, once. The caller lets go of
@@ -203,7 +159,7 @@ impl<T, S: ?Sized> Shared<T, S> {
 
     /// The task will never deliver: the handle reads `Cancelled`.
     fn cancel_slot(self: Arc<Self>) {
-        let id = self.lock().id;
+        let id = self.lock().id.unwrap_or(NEVER_SPAWNED);
         self.complete(Err(JoinError::cancelled(id)));
     }
 }
@@ -211,7 +167,7 @@ impl<T, S: ?Sized> Shared<T, S> {
 impl<T, S> ResultSink for Shared<T, S>
 where
     T: Send + 'static,
-    S: Send + 'static,
+    S: Send + Sync + 'static,
 {
     type Output = T;
 
@@ -234,51 +190,53 @@ pub(crate) trait SpawnOp: Send + Sync {
 
 impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
     fn run(self: Arc<Self>, core: &Core) {
-        // The id `spawn_detached` gives the task: nothing is stored in the
-        // slab in between (no user code runs before the insert).
-        let next = core.tasks.borrow().next_id();
-        let (launch, queue, group) = match self.start(core.shutdown.get(), next) {
-            Start::Spawn {
-                launch,
-                queue,
-                group,
-            } => (launch, queue, group),
-            Start::Drop(launch) => {
-                // Aborted before it started, or the executor shuts down:
-                // the future is dropped unpolled, then the handle reads
-                // Cancelled. Two calls into user code (the future's
-                // destructor, the wake of the handle's waker), each behind
-                // a boundary of its own: a panic of the first must not
-                // unwind through the second (a panic while unwinding aborts
-                // the process).
-                if let Some(p) = boundary::drop_caught(launch) {
-                    core.panics.report(p);
-                }
-                self.cancel_slot();
-                return;
+        let Some(future) = take(&self.spawn.future) else {
+            return;
+        };
+        if core.shutdown.get() || self.aborted.load(Ordering::Acquire) {
+            // Aborted before it started, or the executor shuts down: the
+            // future is dropped unpolled, then the handle reads Cancelled. Two calls into user code (the
+            // future's destructor, the wake of the handle's waker), each
+            // behind a boundary of its own: a panic of the first must not
+            // unwind through the second (a panic while unwinding aborts the
+            // process).
+            if let Some(p) = boundary::drop_caught(future) {
+                core.panics.report(p);
             }
-            Start::Gone => return,
-        };
+            self.cancel_slot();
+            return;
+        }
         let spawn = Spawn {
-            queue,
-            group,
+            queue: self.spawn.queue,
+            group: self.spawn.group,
             name: None,
-            future: launch.launch(),
+            future: future.launch(),
         };
-        // Refused only after shutdown, which `start` checked: the executor
-        // shuts down on its own thread, not in between.
         let Ok(oid) = core.spawn_detached(spawn) else {
             self.cancel_slot();
             return;
         };
-        debug_assert_eq!(oid.id(), next, "the published id is the task's");
+        let id = oid.id();
+        let aborted = self.started(id);
         core.tasks.borrow_mut().set_deliver(oid, self);
+        if aborted {
+            // `abort()` came after the check above but before the id was
+            // known: the task is dropped unpolled at this boundary.
+            core.abort(id);
+        }
     }
 
     fn cancel(self: Arc<Self>) {
-        drop(self.take());
+        if let Some(future) = take(&self.spawn.future) {
+            drop(future);
+        }
         self.cancel_slot();
     }
+}
+
+/// Takes the launch out of a [`Pending`], once.
+fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
+    future.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
 /// A spawn op in the inbox. Dropped without running (refused at
@@ -394,7 +352,11 @@ pub(crate) fn submit<L: Launch>(
     group: Option<u64>,
     launch: L,
 ) -> Result<RemoteJoinHandle<L::Output>, L> {
-    let shared = Arc::new(Shared::new(q, group, Some(launch)));
+    let shared = Arc::new(Shared::new(Pending {
+        queue: q,
+        group,
+        future: Mutex::new(Some(launch)),
+    }));
     let slot: Arc<Slot<L::Output>> = shared.clone();
     let op = RemoteOp::Spawn(RemoteSpawn(Some(shared.clone())));
     match remote.push_op(op) {
@@ -405,7 +367,7 @@ pub(crate) fn submit<L: Launch>(
         Err(op) => {
             // Refused: nothing ran; take the future back (the op's drop
             // then finds none to drop).
-            let future = shared.take();
+            let future = take(&shared.spawn.future);
             drop(op);
             Err(future.expect("a refused spawn op still holds its future"))
         }
@@ -475,7 +437,7 @@ impl<T> fmt::Debug for RemoteJoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let st = self.slot.lock();
         f.debug_struct("RemoteJoinHandle")
-            .field("id", &(st.id != NEVER_SPAWNED).then_some(st.id))
+            .field("id", &st.id)
             .field("finished", &st.done)
             .finish()
     }
@@ -489,11 +451,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    RemoteOp::Spawn(RemoteSpawn(Some(Arc::new(Shared::new(
-        0,
-        None,
-        Some(future),
-    )))))
+    RemoteOp::Spawn(RemoteSpawn(Some(Arc::new(Shared::new(Pending {
+        queue: 0,
+        group: None,
+        future: Mutex::new(Some(future)),
+    })))))
 }
 
 /// Model checks of the remote slot (run with
@@ -503,35 +465,33 @@ mod loom_tests {
     use super::*;
     use loom::thread;
 
-    /// A slot whose pending "future" is a unit.
-    fn slot() -> Arc<Shared<u32, Pending<()>>> {
-        Arc::new(Shared::new(0, None, Some(())))
+    fn slot() -> Arc<Shared<u32, ()>> {
+        Arc::new(Shared::new(()))
     }
 
     #[test]
     fn loom_abort_racing_start_reaches_the_task_once() {
-        // The executor starts a remote task (takes the future, checks the
-        // abort flag, publishes the id) while another thread aborts it.
-        // Whatever the interleaving, the abort takes effect by exactly one
-        // path: the start is skipped, or the aborting thread sends an abort
-        // op naming the started task.
+        // The executor starts a remote task (checks the abort flag, spawns,
+        // publishes the id) while another thread aborts it. Whatever the
+        // interleaving, the abort takes effect by exactly one path: the
+        // start is skipped, the executor aborts right after publishing, or
+        // the aborting thread sends an abort op naming the started task.
         loom::model(|| {
             let slot = slot();
             let s2 = slot.clone();
             let aborter = thread::spawn(move || s2.request_abort());
             let id = TaskId::new(4, 2);
-            let skipped = match slot.start(false, id) {
-                Start::Drop(()) => true,
-                Start::Spawn { .. } => false,
-                Start::Gone => panic!("the future was there"),
+            let (skipped, direct) = if slot.aborted.load(Ordering::Acquire) {
+                (true, false)
+            } else {
+                (false, slot.started(id))
             };
             let op = aborter.join().unwrap();
-            let paths = skipped as u8 + op.is_some() as u8;
-            assert_eq!(paths, 1, "skipped {skipped}, op {op:?}");
+            let paths = skipped as u8 + direct as u8 + op.is_some() as u8;
+            assert_eq!(paths, 1, "skipped {skipped}, direct {direct}, op {op:?}");
             if let Some(sent) = op {
                 assert_eq!(sent, id);
             }
-            assert!(matches!(slot.start(false, id), Start::Gone));
         });
     }
 
@@ -543,10 +503,7 @@ mod loom_tests {
         // later abort, and the abort op, if any, finds it finished).
         loom::model(|| {
             let slot = slot();
-            assert!(matches!(
-                slot.start(false, TaskId::new(1, 0)),
-                Start::Spawn { .. }
-            ));
+            assert!(!slot.started(TaskId::new(1, 0)));
             let s2 = slot.clone();
             let aborter = thread::spawn(move || s2.request_abort());
             slot.clone().complete(Ok(7));

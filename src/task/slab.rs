@@ -323,23 +323,15 @@ impl<S: Schedule> TaskSlab<S> {
         (id, raw, group)
     }
 
-    /// The id the next [`insert`](Self::insert) (or
-    /// [`insert_joined`](Self::insert_joined)) gives its task: the slot it
-    /// takes and that slot's next generation. The remote path publishes it
-    /// to the task's remote handle before the insert.
-    pub(crate) fn next_id(&self) -> TaskId {
-        let index = self.entries.vacant_key();
-        let generation = self.generations.get(index).copied().unwrap_or(0);
-        TaskId::new(index as u32, generation)
-    }
-
-    /// Makes task `oid`, which [`insert`](Self::insert) stored without a
-    /// join handle (no join interest), a remotely joined one: its result
-    /// goes to `sink` when it completes.
+    /// Makes live task `id` a remotely joined one: no local join handle;
+    /// its result goes to `send` when it completes.
     pub(crate) fn set_deliver<R: ResultSink>(&mut self, oid: OutputId<R::Output>, sink: Arc<R>) {
         let deliver = Deliver { sink: Some(sink) };
         let id = oid.id();
-        debug_assert!(self.get(id).is_some_and(|e| !e.state().has_join_interest()));
+        let Some(e) = self.get(id) else {
+            return;
+        };
+        e.update(|st| st.set_join_interest(false));
         let index = id.index() as usize;
         if index >= self.deliver.len() {
             self.deliver.resize_with(index + 1, || None);
