@@ -16,28 +16,50 @@
 //!   each an executor with a foreground queue "fg" (shares 8: accept loop,
 //!   connections), a queue "fwd" for the requests forwarded from other
 //!   cores (shares 32) and a background queue "bg" (shares 1: a periodic
-//!   snapshot pass over the shard). Each
-//!   core accepts on its own `SO_REUSEPORT` listener; a key belongs to
-//!   shard `hash(key) % cores`, and requests for another core's keys go
-//!   there with `pool.submit_to`, whose `Send` closure builds the
-//!   (non-`Send`) future on the target core.
+//!   snapshot pass over the shard). Each core accepts on a shared
+//!   `SO_REUSEPORT` port and on a port of its own; a key belongs to shard
+//!   `hash(key) % cores`, and requests for another core's keys go there
+//!   with `pool.submit_to`, whose `Send` closure builds the (non-`Send`)
+//!   future on the target core.
 //! * client.rs: the load client, on threads of its own outside the pool:
 //!   open-loop arrivals at a target rate (or a fixed window of requests in
 //!   flight with `--rate max`) for a fixed duration, then latency
-//!   percentiles and throughput.
+//!   percentiles, throughput and the CPU time per request of the server's
+//!   cores and of the client (cpu.rs, from Linux's `/proc`). Shard-aware
+//!   routing (the default) connects to each core's own port and sends it
+//!   only its own keys; `--routing any` connects to the shared port with
+//!   keys of every shard, so the server forwards.
+//! * workload.rs, latency.rs: the client's requests, encoded before the
+//!   run, and its latency histogram.
+//!
+//! Measured (`--rate max --duration 5`, 1-core and 2-core runs alternated,
+//! medians of 3, 2-vCPU Xeon VM, 2026-11-26; docs/benchmarks.md, "Sharded
+//! key-value server", has the tables): shard-aware, 1.27 M requests/s on
+//! 1 core and 2.96 M on 2 (2.33 times, as half the 50,000 keys cost a
+//! core less per request than all of them; 1.74 times with the shard size
+//! per core held equal); `any`, 1.33 and 1.95 M (1.47 times: half the requests are
+//! forwarded, 0.81 us of server CPU per request against 0.49). What stops
+//! scaling beyond: the client's CPU in the same machine (0.15 of the 0.63
+//! us a request costs at 2 cores), and under `any` the forwarded fraction
+//! `(N - 1) / N` at about 0.64 us each, with `N - 1` hops per read that
+//! carry fewer requests each as `N` grows.
 //!
 //! The program starts the server, runs the client, stops the server's
 //! loops, prints what each core did and shuts the pool down, by itself.
 //! Flags: `--cores N` (default 2), `--placement each-cpu|unpinned`
-//! (each-cpu: core `i` pinned to the `i`-th CPU), `--duration SECONDS` (2),
-//! `--rate REQUESTS_PER_SECOND|max` (50000), `--conns N` (16), `--depth N`
-//! (64, with `--rate max`), `--keys N` (50000), `--client-threads N` (1).
-//! The client's threads are not pinned.
+//! (each-cpu: core `i` pinned to the `i`-th CPU), `--routing
+//! shard-aware|any` (shard-aware), `--duration SECONDS` (2), `--rate
+//! REQUESTS_PER_SECOND|max` (50000), `--conns N` (16), `--depth N` (64,
+//! with `--rate max`), `--keys N` (50000), `--client-threads N` (1). The
+//! client's threads are not pinned.
 
 mod client;
+mod cpu;
+mod latency;
 mod protocol;
 mod server;
 mod store;
+mod workload;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -46,7 +68,8 @@ use futures::executor::block_on;
 use tokio::sync::watch;
 use tourbillon::pool::{Host, Placement, Pool};
 
-use client::{LoadConfig, LoadReport};
+use client::{LoadConfig, LoadReport, Routing};
+use latency::Histogram;
 use server::{BG, FG, FWD};
 
 struct Options {
@@ -55,9 +78,9 @@ struct Options {
     load: LoadConfig,
 }
 
-const USAGE: &str =
-    "usage: sharded_kv [--cores N] [--placement each-cpu|unpinned] [--duration SECONDS] \
-[--rate REQUESTS_PER_SECOND|max] [--conns N] [--depth N] [--keys N] [--client-threads N]";
+const USAGE: &str = "usage: sharded_kv [--cores N] [--placement each-cpu|unpinned] \
+[--routing shard-aware|any] [--duration SECONDS] [--rate REQUESTS_PER_SECOND|max] [--conns N] \
+[--depth N] [--keys N] [--client-threads N]";
 
 fn parse_args() -> Result<Options, String> {
     let mut o = Options {
@@ -65,6 +88,8 @@ fn parse_args() -> Result<Options, String> {
         placement: Placement::EachCpu,
         load: LoadConfig {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            core_addrs: Vec::new(),
+            routing: Routing::ShardAware,
             conns: 16,
             threads: 1,
             duration: Duration::from_secs(2),
@@ -98,6 +123,11 @@ fn parse_args() -> Result<Options, String> {
             "unpinned" => Some(Placement::Unpinned),
             _ => None,
         };
+        let routing = match value.as_str() {
+            "shard-aware" => Some(Routing::ShardAware),
+            "any" => Some(Routing::Any),
+            _ => None,
+        };
         let parsed = match flag.as_str() {
             "--cores" => count.map(|n| o.cores = n),
             "--conns" => count.map(|n| o.load.conns = n),
@@ -110,6 +140,7 @@ fn parse_args() -> Result<Options, String> {
                 .map(|d| o.load.duration = d),
             "--rate" => rate.map(|r| o.load.rate = r),
             "--placement" => placement.map(|p| o.placement = p),
+            "--routing" => routing.map(|r| o.load.routing = r),
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         };
         parsed.ok_or(format!("bad value for {flag}: {value:?}\n{USAGE}"))?;
@@ -142,14 +173,21 @@ fn main() {
         .unwrap_or_else(|e| fail("building the pool", e));
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let port =
+    let ports =
         block_on(start_server(&pool, stop_rx)).unwrap_or_else(|e| fail("starting the server", e));
-    opts.load.addr.set_port(port);
+    opts.load.addr.set_port(ports.shared);
+    opts.load.core_addrs = (ports.own.iter())
+        .map(|&p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+        .collect();
     println!(
-        "server: {} cores on 127.0.0.1:{port}; client: {} connections on {} thread(s), {}, {:?}",
+        "server: {} cores on 127.0.0.1:{} (shared), own ports {:?}; \
+         client: {} connections on {} thread(s), routing {:?}, {}, {:?}",
         pool.cores(),
+        ports.shared,
+        ports.own,
         opts.load.conns,
         opts.load.threads,
+        opts.load.routing,
         match opts.load.rate {
             Some(r) => format!("open loop at {r} requests/s"),
             None => format!("closed loop, {} in flight per connection", opts.load.depth),
@@ -178,28 +216,47 @@ fn fail(what: &str, e: impl std::fmt::Display) -> ! {
     std::process::exit(1);
 }
 
-/// Binds a listener on each core (the first on a free port, the others on
-/// the same port) and spawns each core's accept loop and background loop;
-/// returns the port.
+/// The server's ports: the one every core accepts on, and each core's own.
+struct Ports {
+    shared: u16,
+    own: Vec<u16>,
+}
+
+/// Binds two listeners on each core: one on the shared port (the first
+/// core's on a free port, the others on the same port) and one on a free
+/// port of the core's own; spawns each core's accept loops and background
+/// loop; returns the ports.
 async fn start_server(
     pool: &Pool<&'static str>,
     stop: watch::Receiver<bool>,
-) -> std::io::Result<u16> {
-    let mut port = 0;
+) -> std::io::Result<Ports> {
+    let mut ports = Ports {
+        shared: 0,
+        own: Vec::new(),
+    };
     for core in 0..pool.cores() {
         let (p, s) = (pool.clone(), stop.clone());
-        // The closure runs on `core`: the listener is created there, in
-        // that core's tokio runtime, and its accept loop stays there.
-        port = pool
+        let shared = ports.shared;
+        // The closure runs on `core`: the listeners are created there, in
+        // that core's tokio runtime, and their accept loops stay there.
+        let (shared, own) = pool
             .submit_to(core, FG, move || async move {
-                let listener = server::listen(port)?;
-                let port = listener.local_addr()?.port();
-                // Detached: the loop returns when `stop` changes.
-                drop(tourbillon::spawn(server::accept_loop(p, listener, s)));
-                Ok::<_, std::io::Error>(port)
+                let listener = server::listen(shared, true)?;
+                let own = server::listen(0, false)?;
+                let ports = (listener.local_addr()?.port(), own.local_addr()?.port());
+                // Detached: the loops return when `stop` changes.
+                drop(tourbillon::spawn(server::accept_loop(
+                    p.clone(),
+                    listener,
+                    s.clone(),
+                )));
+                drop(tourbillon::spawn(server::accept_loop(p, own, s)));
+                Ok::<_, std::io::Error>(ports)
             })
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))??;
+        ports.shared = shared;
+        ports.own.push(own);
         let s = stop.clone();
         let background = pool
             .spawn_on(core, BG, move || server::background_loop(s))
@@ -208,7 +265,7 @@ async fn start_server(
         // Detached: the loop returns when `stop` changes.
         drop(background);
     }
-    Ok(port)
+    Ok(ports)
 }
 
 fn print_load(r: &LoadReport, cfg: &LoadConfig) {
@@ -221,23 +278,30 @@ fn print_load(r: &LoadReport, cfg: &LoadConfig) {
         secs,
         r.received as f64 / secs
     );
-    let line = |name: &str, v: &[u64]| {
-        let pct = |q: f64| {
-            let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len().max(1)) - 1;
-            v.get(i).map_or(0.0, |&ns| ns as f64 / 1000.0)
-        };
+    let line = |name: &str, h: &Histogram| {
+        let us = |ns: u64| ns as f64 / 1000.0;
         println!(
             "  latency {name:<16} p50 {:>8.1} us  p99 {:>8.1} us  p999 {:>8.1} us  max {:>8.1} us",
-            pct(0.50),
-            pct(0.99),
-            pct(0.999),
-            v.last().map_or(0.0, |&ns| ns as f64 / 1000.0)
+            us(h.percentile_ns(0.50)),
+            us(h.percentile_ns(0.99)),
+            us(h.percentile_ns(0.999)),
+            us(h.max_ns())
         );
     };
     if cfg.rate.is_some() {
         line("from due time", &r.from_due);
     }
     line("from write", &r.from_write);
+    if !r.server_cpu.is_zero() {
+        let per_request = |cpu: Duration| cpu.as_secs_f64() * 1e6 / r.received.max(1) as f64;
+        println!(
+            "  cpu: server cores {:.2} s ({:.3} us/request), client threads {:.2} s ({:.3} us/request)",
+            r.server_cpu.as_secs_f64(),
+            per_request(r.server_cpu),
+            r.client_cpu.as_secs_f64(),
+            per_request(r.client_cpu)
+        );
+    }
 }
 
 fn print_cores(pool: &Pool<&'static str>) {

@@ -1,9 +1,13 @@
 //! The server side: what runs on each core of the pool.
 //!
-//! * An accept loop on the core's own listener. Every core binds the same
-//!   port with `SO_REUSEPORT`, so the kernel spreads incoming connections
-//!   over the cores (by a hash of the connection's addresses) and no core
-//!   hands sockets to another.
+//! * Two accept loops. One on the shared port: every core binds it with
+//!   `SO_REUSEPORT`, so the kernel spreads incoming connections over the
+//!   cores (by a hash of the connection's addresses) and no core hands
+//!   sockets to another. One on the core's own port, for shard-aware
+//!   clients, which send there only the keys of this core's shard (as the
+//!   shard-aware drivers of ScyllaDB or Seastar's memcached do). Both
+//!   kinds of connection are served alike: a request for another shard's
+//!   key is forwarded whichever port it came in on.
 //! * A task per connection, which reads whatever requests have arrived,
 //!   answers them and writes all the answers in one write. A request
 //!   whose key belongs to another core's shard is forwarded there with
@@ -73,13 +77,13 @@ pub fn conn_stats() -> ConnStats {
     CONN_STATS.with(|c| c.get())
 }
 
-/// A listener on 127.0.0.1:`port` (0: a free port chosen by the kernel)
-/// that other sockets of this process may bind too (`SO_REUSEPORT`).
-/// Called on a pool core: the socket registers with that core's tokio
-/// reactor.
-pub fn listen(port: u16) -> io::Result<TcpListener> {
+/// A listener on 127.0.0.1:`port` (0: a free port chosen by the kernel);
+/// with `shared`, one that other sockets of this process may bind too
+/// (`SO_REUSEPORT`). Called on a pool core: the socket registers with that
+/// core's tokio reactor.
+pub fn listen(port: u16, shared: bool) -> io::Result<TcpListener> {
     let socket = TcpSocket::new_v4()?;
-    socket.set_reuseport(true)?;
+    socket.set_reuseport(shared)?;
     socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
     socket.listen(1024)
 }
