@@ -1,8 +1,7 @@
-//! The README's quick start is `examples/quick_start.rs`, its
-//! backpressure example `examples/bounded_remote.rs` and its many-cores
-//! example `examples/pool.rs`, word for word, so the code a reader copies
-//! from the README is code that compiles and runs (`cargo run --example
-//! quick_start`, `--example bounded_remote`, `--example pool`).
+//! The README's quick start is `examples/quick_start.rs` and its
+//! many-cores example `examples/pool.rs`, word for word, so the code a
+//! reader copies from the README is code that compiles and runs (`cargo
+//! run --example quick_start`, `--example pool`).
 
 const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
 const QUICK_START: &str = include_str!(concat!(
@@ -41,24 +40,6 @@ fn readme_quick_start_is_the_example() {
         "the README's quick start differs from examples/quick_start.rs; \
          paste the example into the README's ```rust block.\n\
          --- README ---\n{block}\n--- examples/quick_start.rs ---\n{QUICK_START}"
-    );
-}
-
-const BOUNDED_REMOTE: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/examples/bounded_remote.rs"
-));
-
-#[test]
-fn readme_backpressure_example_is_the_example() {
-    let at = README
-        .find("\n**Backpressure.**")
-        .expect("README.md has no **Backpressure.** paragraph");
-    let block = first_code_block(&README[at..], "**Backpressure.**");
-    assert!(
-        block == BOUNDED_REMOTE,
-        "the README's backpressure example differs from examples/bounded_remote.rs\n\
-         --- README ---\n{block}\n--- examples/bounded_remote.rs ---\n{BOUNDED_REMOTE}"
     );
 }
 
