@@ -76,7 +76,7 @@ use std::time::{Duration, Instant};
 
 use control::{CoreControl, Phase};
 use core_thread::{CoreLink, StartedCore};
-use submit::{LoadGuard, Tracked};
+use submit::{Job, LoadGuard, Tracked};
 use timer::Timer;
 
 use crate::executor::bounded::BoundedRemoteSpawner;
@@ -115,6 +115,9 @@ struct Inner<K: QueueKey> {
     /// The cores' threads, until the shutdown joins them.
     threads: Mutex<Vec<JoinHandle<CoreReport>>>,
 }
+
+/// A submission ready to go: its core and what it carries.
+type Ready<'a, K, C> = (&'a CoreEntry<K>, Job<C>);
 
 /// What the pool keeps of one core.
 struct CoreEntry<K: QueueKey> {
@@ -230,18 +233,10 @@ where
         Fut::Output: Send + 'static,
     {
         let timer = &self.inner.timer;
-        let entry = match self.entry(core) {
-            Ok(e) => e,
-            Err(e) => return PoolSpawn::failed(e, timer),
-        };
-        if !self.inner.accepting.load(Ordering::Acquire) {
-            return PoolSpawn::failed(SubmitError::Shutdown, timer);
+        match self.job(core, make) {
+            Ok((entry, job)) => PoolSpawn::waiting(entry.spawner.wait(key, None, job), timer),
+            Err((e, _make)) => PoolSpawn::failed(e, timer),
         }
-        let job = Tracked {
-            launch: Make(make),
-            guard: LoadGuard::new(&entry.load),
-        };
-        PoolSpawn::waiting(entry.spawner.wait(key, None, job), timer)
     }
 
     /// [`spawn_on`](Self::spawn_on) without waiting.
@@ -261,20 +256,12 @@ where
         Fut: Future + 'static,
         Fut::Output: Send + 'static,
     {
-        let Some(entry) = self.inner.cores.get(core) else {
-            return Err(TrySubmitError::UnknownCore {
-                core,
-                cores: self.cores(),
-                make,
-            });
-        };
-        if !self.inner.accepting.load(Ordering::Acquire) {
-            return Err(TrySubmitError::Shutdown(make));
-        }
-        let job = Tracked {
-            launch: Make(make),
-            guard: LoadGuard::new(&entry.load),
-        };
+        let (entry, job) = self.job(core, make).map_err(|(e, make)| match e {
+            SubmitError::UnknownCore { core, cores } => {
+                TrySubmitError::UnknownCore { core, cores, make }
+            }
+            _ => TrySubmitError::Shutdown(make),
+        })?;
         entry
             .spawner
             .try_submit(key, None, job)
@@ -283,6 +270,24 @@ where
                 TrySpawnError::UnknownQueue(q, j) => TrySubmitError::UnknownQueue(q, j.launch.0),
                 e => TrySubmitError::Shutdown(e.into_inner().launch.0),
             })
+    }
+
+    /// What a submission of `make` to core `core` carries, counted in the
+    /// core's load; `make` back with the reason if the core is unknown or
+    /// the pool accepts no work.
+    fn job<C>(&self, core: usize, make: C) -> Result<Ready<'_, K, C>, (SubmitError, C)> {
+        let entry = match self.entry(core) {
+            Ok(e) => e,
+            Err(e) => return Err((e, make)),
+        };
+        if !self.inner.accepting.load(Ordering::Acquire) {
+            return Err((SubmitError::Shutdown, make));
+        }
+        let job = Tracked {
+            launch: Make(make),
+            guard: LoadGuard::new(&entry.load),
+        };
+        Ok((entry, job))
     }
 
     /// The core [`spawn`](Self::spawn) would use now.

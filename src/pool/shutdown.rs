@@ -76,13 +76,8 @@ impl CoreReport {
 
     pub(crate) fn panicked(core: usize, cpu: Option<usize>, payload: &(dyn Any + Send)) -> Self {
         CoreReport {
-            core,
-            cpu,
-            drained: false,
-            cancelled: 0,
-            cancelled_by_queue: Vec::new(),
             panic: Some(message(payload)),
-            stats: None,
+            ..CoreReport::failed(core, cpu)
         }
     }
 }
