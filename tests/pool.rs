@@ -302,11 +302,13 @@ impl Drop for DropCount {
 fn submit_to_with_a_timeout_aborts_a_task_that_runs_too_long() {
     let pool = pool(1);
     let dropped = Arc::new(AtomicUsize::new(0));
-    let d = dropped.clone();
+    // Held by the closure, then by its future: dropped once, whether the
+    // abort finds the task polled or not.
+    let guard = DropCount(dropped.clone());
     let (_never_tx, never_rx) = futures::channel::oneshot::channel::<()>();
     let out = block_on(
         pool.submit_to(0, "fg", move || async move {
-            let _g = DropCount(d);
+            let _g = guard;
             let _ = never_rx.await;
         })
         .timeout(Duration::from_millis(20)),
@@ -415,17 +417,20 @@ fn shutdown_cancels_what_outlives_the_grace_period() {
         for _ in 0..=core {
             let (tx, rx) = futures::channel::oneshot::channel::<()>();
             keep.push(tx);
-            let d = dropped.clone();
+            // Held by the closure, then by its future: counted once,
+            // whether the task was polled before the shutdown or not.
+            let guard = DropCount(dropped.clone());
             handles.push(
                 pool.try_spawn_on(core, "fg", move || async move {
-                    let _g = DropCount(d);
+                    let _g = guard;
                     let _ = rx.await;
                 })
                 .unwrap(),
             );
         }
     }
-    // Every task has started (each dropped guard counts once below).
+    // Every task is spawned: the cores took the submissions above before
+    // these (each core's inbox is taken in order).
     block_on(async {
         for core in 0..2 {
             pool.submit_to(core, "bg", || async {}).await.unwrap();
