@@ -7,9 +7,10 @@
 //! counts; use `--toggle-collect=overhead_profile::workload`) and for
 //! sampling profilers (`perf record`, samply) with a large `N`.
 //!
-//! `spawn R N` runs `compare`'s W2 workload R times (default 1), each on a
-//! new executor: `N` empty tasks (default 100,000) spawned through a
-//! `QueueHandle`, then every handle awaited (collect with
+//! `spawn R N Q` runs `compare`'s W2 workload R times (default 1), each on a
+//! new executor: `N` empty tasks (default 100,000) spawned through one
+//! `QueueHandle` per queue, round-robin over `Q` queues (default 1, a power
+//! of two; shares 1:2:3:...), then every handle awaited (collect with
 //! `--toggle-collect=overhead_profile::spawn_empty`).
 //!
 //! `pingpong N Q` instead runs `compare`'s W4 workload once: two tasks on
@@ -117,11 +118,16 @@ fn pingpong(ex: &tourbillon::Executor<u8>, trips: usize) {
 /// `compare`'s W2: `tasks` empty tasks spawned, then every handle awaited.
 #[inline(never)]
 fn spawn_empty(ex: &tourbillon::Executor<u8>, tasks: usize) {
-    let q = ex.queue(0).unwrap();
+    let qs: Vec<_> = ex
+        .queue_keys()
+        .iter()
+        .map(|&k| ex.queue(k).unwrap())
+        .collect();
+    let mask = qs.len() - 1;
     ex.block_on(async {
         let mut hs = Vec::with_capacity(tasks);
-        for _ in 0..tasks {
-            hs.push(q.spawn(async {}).unwrap());
+        for i in 0..tasks {
+            hs.push(qs[i & mask].spawn(async {}).unwrap());
         }
         for h in hs {
             h.await.unwrap();
@@ -257,9 +263,13 @@ fn main() {
     if nth(1) == Some("spawn") {
         let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
         let tasks: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+        let queues: u8 = nth(4).and_then(|a| a.parse().ok()).unwrap_or(1);
         for _ in 0..rounds {
-            let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
-            spawn_empty(&ex, tasks);
+            let mut b = tourbillon::Builder::new();
+            for q in 0..queues.max(1) {
+                b = b.queue(q, q as u32 + 1);
+            }
+            spawn_empty(&b.build().unwrap(), tasks);
         }
         return;
     }
