@@ -30,9 +30,10 @@
 //! per task, a `Vec` slab with a free list, a `VecDeque<u32>` run queue, a
 //! waker whose clone and drop do nothing), the yardstick for the others.
 //!
-//! Systems are alternated round by round, each round starting one system
-//! further (A B C, B C A, C A B, ...: a run is affected by the one before
-//! it, see PROFILING.md, "Why timings move"), with a fresh executor or
+//! Systems are alternated round by round, in an order shuffled for each
+//! round and workload (a run is affected by the one before it, see
+//! PROFILING.md, "Why timings move"; with a fixed seed, the same orders in
+//! every run of the bench), with a fresh executor or
 //! runtime per round, in one process pinned to CPU 1. After the
 //! timed rounds, a separate untimed pass counts allocations (a counting
 //! global allocator, switched on only for that pass) per spawned task on W1
@@ -1232,6 +1233,19 @@ fn default_out() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target/compare"))
 }
 
+/// The order in which round `round` runs the `n` systems on workload
+/// `workload`: a shuffle (Fisher-Yates, splitmix64 seeded with the round and
+/// the workload), the same in every run of the bench.
+fn run_order(n: usize, round: usize, workload: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = common::Rng(((round as u64) << 8) | workload as u64);
+    for i in (1..n).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 fn main() {
     let wall = Instant::now();
     let args = common::Args::from_env();
@@ -1297,14 +1311,14 @@ fn main() {
 
     for round in 0..rounds {
         let t = Instant::now();
-        // Each round starts one system further: a system's run is affected
-        // by the one before it (a runtime that hands its heap back to the
-        // kernel makes the next one fault its pages in afresh), so every
-        // system follows every other in turn instead of always the same.
-        let n = systems.len();
+        // A system's run is affected by the one before it (a runtime that
+        // hands its heap back to the kernel makes the next one fault its
+        // pages in afresh; one that fills the caches leaves the next one
+        // cold), so each workload of each round runs the systems in an
+        // order of its own: no system always follows the same one.
         for (wi, w) in WORKLOADS.iter().enumerate() {
-            for k in 0..n {
-                let s = &mut systems[(round + k) % n];
+            for k in run_order(systems.len(), round, wi) {
+                let s = &mut systems[k];
                 if s.status.is_err() {
                     continue;
                 }
