@@ -19,6 +19,8 @@ use std::future::{pending, poll_fn, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -283,6 +285,73 @@ fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
         *order.borrow(),
         ["a", "b", "c", "a", "b", "c", "d", "a", "b", "c"]
     );
+}
+
+/// A lone task yielding in a loop is its own next batch, without a look
+/// at the queue; a task pushed while it runs (spawned, woken, or spawned
+/// from the inbox) still takes its place in the FIFO order.
+#[test]
+fn f1_fifo_lone_yielder_lets_tasks_pushed_during_its_polls_in() {
+    let ex = one_queue();
+    let log = new_log();
+    let parked: Rc<RefCell<Option<std::task::Waker>>> = Rc::default();
+    let (l, p) = (log.clone(), parked.clone());
+    let mut polled = false;
+    let w = ex
+        .spawn(
+            Q::A,
+            poll_fn(move |cx| {
+                if polled {
+                    l.borrow_mut().push("w");
+                    return Poll::Ready(());
+                }
+                polled = true;
+                *p.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }),
+        )
+        .unwrap();
+    assert_eq!(ex.run_until_stalled(), 1);
+    let remote = ex.remote_spawner();
+    // Polls of `a` so far, and how many the inbox's task saw.
+    let a_polls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (l, p, n, s) = (log.clone(), parked.clone(), a_polls.clone(), seen.clone());
+    let a = ex
+        .spawn(Q::A, async move {
+            for round in 0..9 {
+                l.borrow_mut().push("a");
+                n.fetch_add(1, Ordering::Relaxed);
+                match round {
+                    // Spawned during its poll: queued before `a`, which is
+                    // pushed only when the poll returns.
+                    2 => drop(spawn(logged(&l, "d"))),
+                    // Woken during its poll: the same.
+                    4 => p.borrow_mut().take().unwrap().wake(),
+                    // Spawned through the inbox, which is read after the
+                    // poll: queued behind `a`.
+                    6 => {
+                        let (n, s) = (n.clone(), s.clone());
+                        let task =
+                            async move { s.store(n.load(Ordering::Relaxed), Ordering::Relaxed) };
+                        drop(remote.spawn(Q::A, task).unwrap());
+                    }
+                    _ => {}
+                }
+                yield_now().await;
+            }
+        })
+        .unwrap();
+    assert_eq!(ex.run_until_stalled(), 13);
+    assert_eq!(
+        entries(&log),
+        ["a", "a", "a", "d", "a", "a", "w", "a", "a", "a", "a"]
+    );
+    // The inbox's task ran right after the poll of `a` that followed the
+    // one that spawned it (the 7th).
+    assert_eq!(seen.load(Ordering::Relaxed), 8);
+    assert!(a.is_finished() && w.is_finished());
+    assert_eq!(ex.stats().live_tasks, 0);
 }
 
 #[test]

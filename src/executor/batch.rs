@@ -39,6 +39,7 @@ impl<'a> Held<'a> {
     pub(crate) fn new(core: &'a Core, q: usize) -> Self {
         core.run.held.pos.set(0);
         core.run.held.len.set(0);
+        core.run.held.front_empty.set(false);
         Self { core, q }
     }
 
@@ -49,27 +50,18 @@ impl<'a> Held<'a> {
         let r = &self.core.run;
         let mut pos = r.held.pos.get();
         if pos == r.held.len.get() {
-            let mut qs = self.core.queues.borrow_mut();
             let tail = &r.held.tail;
-            let len = if tail.len() == 0 {
-                match &mut qs.list[self.q].sched {
-                    QueueScheduler::Fifo(f) => f.take_front(&r.held.batch.0),
-                    QueueScheduler::Las(l) => l.take_front(&r.held.batch.0),
-                    QueueScheduler::Custom(_) => self.take_checked(&mut qs),
-                }
-            } else if tail.len() == 1 && qs.list[self.q].sched.is_empty_fifo() {
+            let len = if tail.len() == 1 && r.held.front_empty.get() {
                 // One task of a `RunnableFifo` yielding in a loop (or woken
                 // during its poll), nothing queued behind it: it is the next
-                // batch (`refill_after_requeues`'s shortcut, without its
-                // dispatch).
+                // batch (`refill_after_requeues`'s shortcut, without a
+                // borrow of the queues).
                 tail.len.set(0);
                 r.held.batch.0[0].set(tail.ids.0[0].get());
                 1
             } else {
-                let len = self.core.refill_after_requeues(&mut qs, self.q);
-                self.checked_if_custom(&mut qs, len)
+                self.refill()
             };
-            drop(qs);
             r.held.len.set(len);
             pos = 0;
             if len == 0 {
@@ -81,6 +73,32 @@ impl<'a> Held<'a> {
         let id = r.held.batch.0[pos % HELD].get();
         r.held.pos.set(pos + 1);
         Some(id)
+    }
+
+    /// Takes the next batch from the queue (after the run's requeued tasks,
+    /// if any); returns its length. Notes when a `RunnableFifo`'s deque is
+    /// left empty with the requeued tasks as the batch (`front_empty`).
+    #[inline(always)]
+    fn refill(&mut self) -> usize {
+        let r = &self.core.run;
+        let mut qs = self.core.queues.borrow_mut();
+        let tail = &r.held.tail;
+        if tail.len() == 0 {
+            match &mut qs.list[self.q].sched {
+                QueueScheduler::Fifo(f) => f.take_front(&r.held.batch.0),
+                QueueScheduler::Las(l) => l.take_front(&r.held.batch.0),
+                QueueScheduler::Custom(_) => self.take_checked(&mut qs),
+            }
+        } else if tail.len() == 1 && qs.list[self.q].sched.is_empty_fifo() {
+            // The shortcut of `next`, found by looking at the deque.
+            tail.len.set(0);
+            r.held.batch.0[0].set(tail.ids.0[0].get());
+            r.held.front_empty.set(true);
+            1
+        } else {
+            let len = self.core.refill_after_requeues(&mut qs, self.q);
+            self.checked_if_custom(&mut qs, len)
+        }
     }
 
     /// `len` ids were taken: checked ([`checked`](Self::checked)) when the
@@ -133,6 +151,7 @@ impl<'a> Held<'a> {
         // Not borrowed at the run's end; while unwinding, a panic here
         // would abort, so a borrow that fails (a bug) loses the ids rather
         // than the process.
+        r.held.front_empty.set(false);
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
             self.core.flush_tail(&mut qs);
             let ids = &r.held.batch.0[pos..len];
@@ -173,6 +192,7 @@ impl Core {
     fn flush_tail_now(&self, qs: &mut Queues) {
         let tail = &self.run.held.tail;
         let n = tail.len.replace(0);
+        self.run.held.front_empty.set(false);
         // The tail is pushed before a run ends (`Held::put_back`, also when
         // unwinding), so a run is in progress and the tasks are its queue's.
         let q = self
@@ -211,8 +231,10 @@ impl Core {
             return qs.list[q].sched.take_next(&held.batch.0);
         }
         let mut n = held.tail.len.replace(0);
-        if let Front::Las(las) = &mut front {
-            n = las.keep_level0(&held.tail.ids.0[..n], &held.tail.ns.0[..n]);
+        match &mut front {
+            Front::Las(las) => n = las.keep_level0(&held.tail.ids.0[..n], &held.tail.ns.0[..n]),
+            // The requeued tasks become the batch: the deque stays empty.
+            Front::Fifo(_) => held.front_empty.set(true),
         }
         if n == 1 {
             // One task yielding in a loop: no copy loop (which compiles to

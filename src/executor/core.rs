@@ -180,14 +180,21 @@ impl Core {
     /// Pushes a task that became runnable to its queue's scheduler.
     #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
-        let activated = {
-            let mut qs = self.queues.borrow_mut();
-            self.flush_tail(&mut qs);
-            qs.push(q, id, group)
-        };
+        let activated = self.push_to(&mut self.queues.borrow_mut(), q, id, group);
         if activated {
             self.on_activation();
         }
+    }
+
+    /// Pushes runnable task `id` of `group` to queue `q`'s scheduler, after
+    /// the run's requeued tasks (which keep their place); returns whether
+    /// the queue awaits placement ([`Queues::push`]). Every push of a task
+    /// that becomes runnable goes through here.
+    #[inline(always)]
+    pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskId, group: GroupId) -> bool {
+        self.flush_tail(qs);
+        self.run.held.front_empty.set(false);
+        qs.push(q, id, group)
     }
 
     /// A wake of `id` on the executor's own thread.

@@ -532,6 +532,9 @@ impl Core {
         // check here. A waiting task of a scheduler that ignores `polled`
         // needs no call at all.
         if tell_polled || requeue {
+            // The scheduler may push (`RunnableFifo` included, whose
+            // deque is then no longer known empty).
+            self.run.held.front_empty.set(false);
             let group = self.tasks.borrow().group_of_id(id);
             self.queues.borrow_mut().list[q]
                 .sched
@@ -559,6 +562,7 @@ impl Core {
         };
         let _ = las.charge(group, ns);
         if requeue {
+            self.run.held.front_empty.set(false);
             crate::sched::Scheduler::push(las, id, group);
         }
     }

@@ -130,6 +130,13 @@ pub(crate) struct HeldIds {
     /// Tasks of the running queue (a `RunnableFifo`, or a batching `Las`)
     /// requeued by the run and not yet pushed to its scheduler.
     pub(crate) tail: Tail,
+    /// The running queue is a `RunnableFifo` whose deque the run left
+    /// empty, and nothing was pushed to any queue since
+    /// ([`Core::push_to`](super::core::Core::push_to) and every other push
+    /// clear it): a lone requeued task is the next batch without a borrow
+    /// of the queues (one task yielding in a loop takes that path at every
+    /// poll).
+    pub(crate) front_empty: Cell<bool>,
 }
 
 /// How many ids a run takes from a `RunnableFifo` per borrow of the queues:

@@ -131,9 +131,8 @@ impl Core {
         };
         let activated = {
             let mut qs = self.queues.borrow_mut();
-            self.flush_tail(&mut qs);
             qs.list[q].counters.spawned += 1;
-            qs.push(q, id, group)
+            self.push_to(&mut qs, q, id, group)
         };
         if activated {
             self.on_activation();
