@@ -5,13 +5,14 @@
 //! tasks that each `yield_now().await` 5 times, and await every join handle
 //! in spawn order. Each system uses its own `yield_now`.
 //!
-//! Systems, alternated round by round in one process (A B C D A B C D ...).
-//! A round is not independent of the one before it: after tokio's round
-//! glibc has handed much of the freed heap back to the kernel, and the
-//! next round (tourbillon's one queue) pays a page fault for each page it
-//! touches afresh (PROFILING.md, "Why timings move"). The last column gives
-//! the median of each system's minor page faults per round (the whole
-//! round: runtime built, run and dropped).
+//! Systems, alternated round by round in one process, in an order shuffled
+//! for each round (`common::run_order`, a fixed seed). A round is not
+//! independent of the one before it: after tokio's round glibc has handed
+//! much of the freed heap back to the kernel, and the next round pays a
+//! page fault for each page it touches afresh (PROFILING.md, "Why timings
+//! move"); the shuffle spreads that over the systems. The last column
+//! gives the median of each system's minor page faults per round (the
+//! whole round: runtime built, run and dropped).
 //! * `tokio LocalSet`: tokio `current_thread` runtime + `LocalSet`,
 //!   `spawn_local`, `tokio::task::yield_now` (the baseline, ratio 1.00);
 //! * `tourbillon 1 queue`: standalone `block_on`, one `RunnableFifo` queue;
@@ -31,11 +32,17 @@
 //! * `tourbillon 1 queue, histograms + stall detector`: one `RunnableFifo`
 //!   queue with `latency_histograms(true)` and a 10 ms `stall_detector`
 //!   (what the opt-in observability costs: a clock read per spawn and per
-//!   poll, a histogram record per poll).
+//!   poll, a histogram record per poll);
+//! * `tourbillon 1 queue, a clock read per poll`: one `RunnableFifo` queue
+//!   with a 1-hour `stall_detector` and nothing else, which reads the
+//!   clock once per poll and never reports: what per-poll timing costs at
+//!   the least, the part of each `Las` and of the observability that the
+//!   clock accounts for.
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
-//! medians to tokio `LocalSet` (and of 4 and 8 queues to 1 queue, and of each
-//! `Las` to `RunnableFifo` on one queue). The process pins
+//! medians to tokio `LocalSet` (and of 4 and 8 queues to 1 queue, of each
+//! `Las`, of the observability and of the clock reads to `RunnableFifo` on
+//! one queue). The process pins
 //! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
 //!
 //! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin --quick]`.
@@ -125,6 +132,10 @@ enum Sched {
     /// `RunnableFifo` with the opt-in observability on: wake-to-first-poll
     /// histograms and a stall detector (one clock read per poll).
     Observed,
+    /// `RunnableFifo` with a stall detector that never fires (1 hour) and
+    /// nothing else: one clock read per poll and a comparison, the least
+    /// that any per-poll timing costs.
+    ClockPerPoll,
 }
 
 /// `queues` queues with shares 1, 2, ... and the scheduler `sched`.
@@ -136,8 +147,11 @@ fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
             Sched::Fifo => b.queue(q, q as u32 + 1),
             Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::sched::Las::exact())),
             Sched::LasQuantized => b.queue_with(q, spec.scheduler(tourbillon::sched::Las::new())),
-            Sched::Observed => b.queue(q, q as u32 + 1),
+            Sched::Observed | Sched::ClockPerPoll => b.queue(q, q as u32 + 1),
         };
+    }
+    if let Sched::ClockPerPoll = sched {
+        b = b.stall_detector(Duration::from_secs(3600), |s| eprintln!("stall: {s}"));
     }
     if let Sched::Observed = sched {
         b = b
@@ -234,17 +248,24 @@ fn main() {
             samples: vec![],
             faults: vec![],
         },
+        Series {
+            name: "tourbillon 1 queue, a clock read per poll",
+            run: Box::new(|n| tourbillon_las(Sched::ClockPerPoll, n)),
+            samples: vec![],
+            faults: vec![],
+        },
     ];
     println!(
         "workload: {WARMUP} warm-up tasks, then {tasks} tasks x {YIELDS} yields (spawn all, await all); \
-         {rounds} rounds, systems alternated each round"
+         {rounds} rounds, systems alternated each round in a shuffled order"
     );
     // One untimed pass of everything first (page faults, allocator growth).
     for s in &series {
         black_box((s.run)(tasks / 10));
     }
-    for _ in 0..rounds {
-        for s in series.iter_mut() {
+    for round in 0..rounds {
+        for k in common::run_order(series.len(), round, 0) {
+            let s = &mut series[k];
             let before = common::minor_faults();
             let d = (s.run)(tasks);
             s.faults.push((common::minor_faults() - before) as f64);
@@ -278,6 +299,7 @@ fn main() {
     let exact = median(&series[5].samples);
     let las = median(&series[6].samples);
     let observed = median(&series[7].samples);
+    let clocked = median(&series[8].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
     println!("8 queues / 1 queue (medians): {:.3}", eight / one_queue);
@@ -292,5 +314,9 @@ fn main() {
     println!(
         "latency histograms + stall detector on / off (medians, 1 queue): {:.3}",
         observed / one_queue
+    );
+    println!(
+        "a clock read per poll (stall detector of 1 h) / none (medians, 1 queue): {:.3}",
+        clocked / one_queue
     );
 }

@@ -81,6 +81,21 @@ impl Rng {
     }
 }
 
+/// The order in which round `round` of a benchmark runs its `n` systems on
+/// workload `workload`: a shuffle (Fisher-Yates, splitmix64 seeded with the
+/// round and the workload), the same in every run of the benchmark. A run
+/// depends on the one before it (the heap it leaves, the caches it fills),
+/// so no system should always follow the same one.
+pub fn run_order(n: usize, round: usize, workload: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = Rng(((round as u64) << 8) | workload as u64);
+    for i in (1..n).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 /// `s` as a JSON string literal.
 pub fn json_str(s: &str) -> String {
     let mut o = String::from("\"");

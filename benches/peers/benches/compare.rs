@@ -1233,19 +1233,6 @@ fn default_out() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target/compare"))
 }
 
-/// The order in which round `round` runs the `n` systems on workload
-/// `workload`: a shuffle (Fisher-Yates, splitmix64 seeded with the round and
-/// the workload), the same in every run of the bench.
-fn run_order(n: usize, round: usize, workload: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = common::Rng(((round as u64) << 8) | workload as u64);
-    for i in (1..n).rev() {
-        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
-}
-
 fn main() {
     let wall = Instant::now();
     let args = common::Args::from_env();
@@ -1317,7 +1304,7 @@ fn main() {
         // cold), so each workload of each round runs the systems in an
         // order of its own: no system always follows the same one.
         for (wi, w) in WORKLOADS.iter().enumerate() {
-            for k in run_order(systems.len(), round, wi) {
+            for k in common::run_order(systems.len(), round, wi) {
                 let s = &mut systems[k];
                 if s.status.is_err() {
                     continue;
