@@ -22,6 +22,10 @@
 //!   the 50,000 tasks round-robin;
 //! * `tourbillon 8 queues`: the same with 8 queues, shares 1:2:...:8 (what
 //!   the EEVDF pick costs among more queues);
+//! * `tourbillon 8 queues, spawned in blocks`: the same 8 queues, the first
+//!   eighth of the tasks spawned to queue 0, the next to queue 1, and so
+//!   on: each queue's tasks lie together in memory, as one queue's do
+//!   (round-robin, each queue's next task is 8 cells further);
 //! * `tourbillon Las exact 1 queue`: standalone, one queue with
 //!   `Las::exact()` (every task its own group; `Las` times every poll, so
 //!   this series adds one clock read per poll and a heap push/pop per wake
@@ -94,6 +98,26 @@ async fn task(i: usize) -> usize {
 }
 
 async fn tourbillon_workload(ex: &tourbillon::Executor<u8>, queues: u8, tasks: usize) -> Duration {
+    tourbillon_workload_spread(ex, queues, tasks, Spread::RoundRobin).await
+}
+
+/// How the workload's tasks are spread over the queues.
+#[derive(Clone, Copy, PartialEq)]
+enum Spread {
+    /// Task `i` to queue `i mod n`: each queue's tasks lie interleaved with
+    /// the others' in memory (cells and slab entries in spawn order).
+    RoundRobin,
+    /// The first `tasks / n` to queue 0, the next to queue 1, ...: each
+    /// queue's tasks lie together in memory.
+    Blocks,
+}
+
+async fn tourbillon_workload_spread(
+    ex: &tourbillon::Executor<u8>,
+    queues: u8,
+    tasks: usize,
+    spread: Spread,
+) -> Duration {
     let warm: Vec<_> = (0..WARMUP)
         .map(|_| ex.spawn(0, tourbillon::yield_now()).unwrap())
         .collect();
@@ -107,11 +131,21 @@ async fn tourbillon_workload(ex: &tourbillon::Executor<u8>, queues: u8, tasks: u
     // `%` per spawn (about 10 ns here) is the harness's cost, which tokio's
     // rows do not pay (as in `compare`).
     let mask = n.is_power_of_two().then(|| n - 1);
+    let per_block = tasks.div_ceil(n).max(1);
+    let (mut block, mut left) = (0, per_block);
     let hs: Vec<_> = (0..tasks)
         .map(|i| {
-            handles[mask.map_or_else(|| i % n, |m| i & m)]
-                .spawn(task(i))
-                .unwrap()
+            let q = match spread {
+                Spread::RoundRobin => mask.map_or_else(|| i % n, |m| i & m),
+                Spread::Blocks => {
+                    if left == 0 {
+                        (block, left) = (block + 1, per_block);
+                    }
+                    left -= 1;
+                    block
+                }
+            };
+            handles[q].spawn(task(i)).unwrap()
         })
         .collect();
     for h in hs {
@@ -231,6 +265,15 @@ fn main() {
             faults: vec![],
         },
         Series {
+            name: "tourbillon 8 queues 1:2:...:8, spawned in blocks",
+            run: Box::new(|n| {
+                let ex = executor(8);
+                ex.block_on(tourbillon_workload_spread(&ex, 8, n, Spread::Blocks))
+            }),
+            samples: vec![],
+            faults: vec![],
+        },
+        Series {
             name: "tourbillon Las exact 1 queue",
             run: Box::new(|n| tourbillon_las(Sched::Las, n)),
             samples: vec![],
@@ -296,13 +339,18 @@ fn main() {
     }
     let four = median(&series[3].samples);
     let eight = median(&series[4].samples);
-    let exact = median(&series[5].samples);
-    let las = median(&series[6].samples);
-    let observed = median(&series[7].samples);
-    let clocked = median(&series[8].samples);
+    let eight_blocks = median(&series[5].samples);
+    let exact = median(&series[6].samples);
+    let las = median(&series[7].samples);
+    let observed = median(&series[8].samples);
+    let clocked = median(&series[9].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
     println!("8 queues / 1 queue (medians): {:.3}", eight / one_queue);
+    println!(
+        "8 queues, spawned in blocks / 1 queue (medians): {:.3}",
+        eight_blocks / one_queue
+    );
     println!(
         "Las (default, quantized) / RunnableFifo (medians, 1 queue): {:.3}",
         las / one_queue
