@@ -53,14 +53,14 @@ impl RunnableFifo {
         n
     }
 
-    /// Pushes `ids` behind the held ones, in order: one capacity check for
-    /// the batch.
     /// Whether no task is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
 
+    /// Pushes `ids` behind the held ones, in order: one capacity check for
+    /// the batch.
     #[inline]
     pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>]) {
         self.ids.extend(ids.iter().map(Cell::get));
