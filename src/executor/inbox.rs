@@ -99,11 +99,6 @@ pub(crate) struct Inbox<Op> {
     /// Remote spawns and aborts; `closed` is checked and set under this
     /// lock, so that no op is queued after `close` drained them.
     ops: Line<Mutex<Vec<Op>>>,
-    /// An empty queue of ops with room, swapped with `ops` by the drain
-    /// (the executor's thread alone takes this lock): the drain holds the
-    /// contended lock for a swap of two vectors, and pushes that follow
-    /// find room without reallocating.
-    spare: Line<Mutex<Vec<Op>>>,
     /// [`IDS`] and [`OPS`]: which queues have something for the executor.
     pending: Line<AtomicUsize>,
     /// The drivers' host wakers; `closed` is checked under this lock when
@@ -152,7 +147,6 @@ impl<Op> Default for Inbox<Op> {
         Inbox {
             ids: Line::default(),
             ops: Line::default(),
-            spare: Line::default(),
             pending: Line::default(),
             hosts: Mutex::default(),
             closed: AtomicBool::default(),
@@ -303,6 +297,11 @@ impl<Op> Inbox<Op> {
     }
 
     /// Moves the queued ids into `out` and the queued ops into `ops`.
+    ///
+    /// The executor drains into an empty `ops` (its batch of the previous
+    /// drain, run and emptied, with its room): the queue and the batch are
+    /// swapped under the contended lock, the queued ops are not copied, and
+    /// the pushes that follow find the batch's room without reallocating.
     pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<Op>) {
         let mut bits = self.pending.load(Ordering::Acquire);
         while bits != 0 {
@@ -318,16 +317,11 @@ impl<Op> Inbox<Op> {
             out.append(&mut lock(&self.ids));
         }
         if bits & OPS != 0 {
-            let mut spare = lock(&self.spare);
-            std::mem::swap(&mut *lock(&self.ops), &mut *spare);
-            // Moved out with the contended lock released. Into an empty
-            // `ops` (the executor's drained batch) by a swap, not a copy of
-            // each op: the batch's buffer, with its room, becomes the spare
-            // for the next swap.
+            let mut queued = lock(&self.ops);
             if ops.is_empty() {
-                std::mem::swap(ops, &mut *spare);
+                std::mem::swap(ops, &mut *queued);
             } else {
-                ops.append(&mut spare);
+                ops.append(&mut queued);
             }
         }
     }
