@@ -76,7 +76,8 @@
 //! Usage: `cargo bench --bench remote [-- --rounds N --quick --no-pin
 //! --gap-us US --capacity N --spawn-only --only TEXT --out DIR]` (`--only`: the
 //! systems whose name contains TEXT, and the baseline), or `-- profile N` (the spawn
-//! path on one thread, for callgrind: see [`profile`]). `--quick`: 3 rounds and a fifth of the wakes and
+//! path on one thread, for callgrind: see [`profile`]), or `-- profile-feed N`
+//! (a stream of remote spawns, one per poll: see [`profile_feed`]). `--quick`: 3 rounds and a fifth of the wakes and
 //! a tenth of the tasks (labelled). Unknown flags (such as `--bench`, which
 //! cargo passes) are ignored. Writes `remote.json` to `target/remote/` or
 //! `--out DIR`.
@@ -1084,8 +1085,58 @@ fn profile_join(hs: Vec<tourbillon::RemoteJoinHandle<usize>>) -> usize {
     })
 }
 
+/// `profile-feed N`: a stream of remote spawns as a flooded executor's
+/// poll boundaries see it, on one thread, for callgrind: a task of the
+/// executor spawns `N` tasks through a `RemoteSpawner`, one per poll (it
+/// yields after each), so that each boundary finds an op in the inbox.
+/// `--toggle-collect='remote::profile_feed_exec'`, Ir / N = instructions
+/// per remote task, its spawn call and its share of the feeding task
+/// included. One untimed round first, as [`profile`].
+fn profile_feed(n: usize) {
+    let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
+    for measured in [false, true] {
+        let remote = ex.remote_spawner();
+        let feeder = ex.spawn(0, async move {
+            let mut hs = Vec::with_capacity(n);
+            for i in 0..n {
+                hs.push(remote.spawn(0, async move { i }).unwrap());
+                tourbillon::yield_now().await;
+            }
+            hs
+        });
+        let t = Instant::now();
+        let polls = if measured {
+            profile_feed_exec(&ex)
+        } else {
+            ex.run_until_stalled()
+        };
+        let ns = t.elapsed().as_nanos() as f64 / n as f64;
+        assert_eq!(polls as usize, 2 * n + 1);
+        let hs = ex.block_on(feeder.unwrap()).unwrap();
+        assert_eq!(profile_join(hs), n * (n - 1) / 2);
+        if measured {
+            println!("profile-feed: {n} remote tasks; ns per task (wall, one thread): {ns:.1}");
+        }
+    }
+}
+
+#[inline(never)]
+fn profile_feed_exec(ex: &tourbillon::Executor<u8>) -> u64 {
+    // Not folded into `profile_exec` (an identical body): a toggle target
+    // of its own.
+    std::hint::black_box(ex).run_until_stalled()
+}
+
 fn main() {
     let wall = Instant::now();
+    if let Some(n) = std::env::args()
+        .skip_while(|a| a != "profile-feed")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+    {
+        profile_feed(n);
+        return;
+    }
     for (mode, bounded) in [("profile", false), ("profile-bounded", true)] {
         if let Some(n) = std::env::args()
             .skip_while(|a| a != mode)
