@@ -48,8 +48,8 @@
 //!   system pays for a sequential round trip.
 //!
 //! Each round runs every system once, with a fresh pool or executors per
-//! run, and starts one system further than the round before (A B C, B C A,
-//! ...). Prints the medians over the rounds of p50, p99 and throughput per
+//! run, in an order shuffled for each round (`common::run_order`, a fixed
+//! seed: no system always follows the same one). Prints the medians over the rounds of p50, p99 and throughput per
 //! system and the ratios of tourbillon to each peer in the same mode.
 //!
 //! Usage, from the repository root: `cargo bench -p tourbillon-peers --bench
@@ -632,9 +632,8 @@ fn main() {
 
     for round in 0..rounds {
         let t = Instant::now();
-        let n = systems.len();
-        for k in 0..n {
-            let s = &mut systems[(round + k) % n];
+        for k in common::run_order(systems.len(), round, 0) {
+            let s = &mut systems[k];
             if s.status.is_err() {
                 continue;
             }
