@@ -6,13 +6,15 @@
 //! in spawn order. Each system uses its own `yield_now`.
 //!
 //! Systems, alternated round by round in one process, in an order shuffled
-//! for each round (`common::run_order`, a fixed seed). A round is not
+//! for each round (`common::run_order`, a fixed seed), each timed round
+//! right after an untimed round of the same system. A round is not
 //! independent of the one before it: after tokio's round glibc has handed
 //! much of the freed heap back to the kernel, and the next round pays a
 //! page fault for each page it touches afresh (PROFILING.md, "Why timings
-//! move"); the shuffle spreads that over the systems. The last column
-//! gives the median of each system's minor page faults per round (the
-//! whole round: runtime built, run and dropped).
+//! move"); so each system is timed after itself, in the state it leaves
+//! the heap and the caches in. The last column gives the median of each
+//! system's minor page faults per timed round (the whole round: runtime
+//! built, run and dropped).
 //! * `tokio LocalSet`: tokio `current_thread` runtime + `LocalSet`,
 //!   `spawn_local`, `tokio::task::yield_now` (the baseline, ratio 1.00);
 //! * `tourbillon 1 queue`: standalone `block_on`, one `RunnableFifo` queue;
@@ -309,6 +311,8 @@ fn main() {
     for round in 0..rounds {
         for k in common::run_order(series.len(), round, 0) {
             let s = &mut series[k];
+            // Untimed, so that the timed run follows its own system.
+            black_box((s.run)(tasks));
             let before = common::minor_faults();
             let d = (s.run)(tasks);
             s.faults.push((common::minor_faults() - before) as f64);

@@ -31,9 +31,11 @@
 //! waker whose clone and drop do nothing), the yardstick for the others.
 //!
 //! Systems are alternated round by round, in an order shuffled for each
-//! round and workload (a run is affected by the one before it, see
-//! PROFILING.md, "Why timings move"; with a fixed seed, the same orders in
-//! every run of the bench), with a fresh executor or
+//! round and workload (with a fixed seed, the same orders in every run of
+//! the bench), and each timed run follows an untimed run of the same
+//! system and workload: a run is affected by the one before it (see
+//! PROFILING.md, "Why timings move"), so each system is timed after
+//! itself. A fresh executor or
 //! runtime per round, in one process pinned to CPU 1. After the
 //! timed rounds, a separate untimed pass counts allocations (a counting
 //! global allocator, switched on only for that pass) per spawned task on W1
@@ -1301,15 +1303,19 @@ fn main() {
         // A system's run is affected by the one before it (a runtime that
         // hands its heap back to the kernel makes the next one fault its
         // pages in afresh; one that fills the caches leaves the next one
-        // cold), so each workload of each round runs the systems in an
-        // order of its own: no system always follows the same one.
+        // cold). So each timed run follows an untimed run of the same
+        // system and workload, which leaves the heap and the caches as the
+        // system itself leaves them (its steady state, as in a process
+        // that runs it all the time); and each workload of each round runs
+        // the systems in an order of its own.
         for (wi, w) in WORKLOADS.iter().enumerate() {
             for k in common::run_order(systems.len(), round, wi) {
                 let s = &mut systems[k];
                 if s.status.is_err() {
                     continue;
                 }
-                match (s.run)(*w, &sizes) {
+                let timed = (s.run)(*w, &sizes).and_then(|_| (s.run)(*w, &sizes));
+                match timed {
                     Ok(sample) => s.samples[wi].push(sample.secs),
                     Err(e) => {
                         println!("{}: failed in round {}: {e}", s.name, round + 1);
