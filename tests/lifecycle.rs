@@ -79,6 +79,33 @@ fn logged(log: &Log, name: &'static str) -> impl Future<Output = ()> + 'static {
     async move { log.borrow_mut().push(name) }
 }
 
+/// A task of queue A that parks its waker in the returned slot at its
+/// first poll, and logs `name` and completes at its second.
+fn parked_task(
+    ex: &Executor<Q>,
+    log: &Log,
+    name: &'static str,
+) -> (JoinHandle<()>, Rc<RefCell<Option<std::task::Waker>>>) {
+    let parked: Rc<RefCell<Option<std::task::Waker>>> = Rc::default();
+    let (l, p) = (log.clone(), parked.clone());
+    let mut polled = false;
+    let task = ex
+        .spawn(
+            Q::A,
+            poll_fn(move |cx| {
+                if polled {
+                    l.borrow_mut().push(name);
+                    return Poll::Ready(());
+                }
+                polled = true;
+                *p.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }),
+        )
+        .unwrap();
+    (task, parked)
+}
+
 /// Wraps a future and counts its polls.
 struct Counted<F> {
     inner: Pin<Box<F>>,
@@ -204,23 +231,7 @@ fn f1_fifo_batches_are_counted_as_runnable_and_put_back_in_order() {
 fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
     let ex = one_queue();
     let log = new_log();
-    let parked: Rc<RefCell<Option<std::task::Waker>>> = Rc::default();
-    let (l, p) = (log.clone(), parked.clone());
-    let mut polled = false;
-    let w = ex
-        .spawn(
-            Q::A,
-            poll_fn(move |cx| {
-                if polled {
-                    l.borrow_mut().push("w");
-                    return Poll::Ready(());
-                }
-                polled = true;
-                *p.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }),
-        )
-        .unwrap();
+    let (w, parked) = parked_task(&ex, &log, "w");
     let l = log.clone();
     let a = ex
         .spawn(Q::A, async move {
@@ -294,23 +305,7 @@ fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
 fn f1_fifo_lone_yielder_lets_tasks_pushed_during_its_polls_in() {
     let ex = one_queue();
     let log = new_log();
-    let parked: Rc<RefCell<Option<std::task::Waker>>> = Rc::default();
-    let (l, p) = (log.clone(), parked.clone());
-    let mut polled = false;
-    let w = ex
-        .spawn(
-            Q::A,
-            poll_fn(move |cx| {
-                if polled {
-                    l.borrow_mut().push("w");
-                    return Poll::Ready(());
-                }
-                polled = true;
-                *p.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }),
-        )
-        .unwrap();
+    let (w, parked) = parked_task(&ex, &log, "w");
     assert_eq!(ex.run_until_stalled(), 1);
     let remote = ex.remote_spawner();
     // Polls of `a` so far, and how many the inbox's task saw.
