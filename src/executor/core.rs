@@ -188,8 +188,10 @@ impl Core {
 
     /// Pushes runnable task `id` of `group` to queue `q`'s scheduler, after
     /// the run's requeued tasks (which keep their place); returns whether
-    /// the queue awaits placement ([`Queues::push`]). Every push of a task
-    /// that becomes runnable goes through here.
+    /// the queue awaits placement ([`Queues::push`]). Every push of a
+    /// spawned or woken task goes through here; the polled task's own
+    /// requeue goes through the run's tail or its scheduler's `polled`
+    /// (`pending_again`, `charge_las`), which clear `front_empty` too.
     #[inline(always)]
     pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskId, group: GroupId) -> bool {
         self.flush_tail(qs);
