@@ -298,6 +298,56 @@ fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
     );
 }
 
+/// A task woken while the run holds every queued task of its queue joins
+/// the end of the run's batch: it counts as runnable at once, and a run
+/// that ends before polling it puts it back in its place.
+#[test]
+fn f1_fifo_a_task_woken_into_the_batch_keeps_its_place_when_the_run_ends() {
+    let clock = ManualClock::new();
+    let ex = Rc::new(
+        Builder::new()
+            .queue(Q::A, 1)
+            .queue(Q::B, 1)
+            .base_slice(Duration::from_millis(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let log = new_log();
+    let (w, parked) = parked_task(&ex, &log, "w");
+    assert_eq!(ex.run_until_stalled(), 1);
+    let seen = Rc::new(Cell::new(usize::MAX));
+    let (weak, l, p, s, c) = (
+        Rc::downgrade(&ex),
+        log.clone(),
+        parked.clone(),
+        seen.clone(),
+        clock.clone(),
+    );
+    let a = ex
+        .spawn(Q::A, async move {
+            let ex = weak.upgrade().unwrap();
+            l.borrow_mut().push("a");
+            // `w` joins the batch behind `a`: runnable at once.
+            p.borrow_mut().take().unwrap().wake();
+            s.set(ex.queue_stats(Q::A).unwrap().runnable_tasks);
+            // B becomes runnable and A's slice is used up: A's run ends
+            // after this poll, with `w` still in its batch.
+            let l = l.clone();
+            drop(
+                ex.spawn(Q::B, async move { l.borrow_mut().push("b") })
+                    .unwrap(),
+            );
+            c.advance(Duration::from_millis(5));
+        })
+        .unwrap();
+    assert_eq!(ex.run_until_stalled(), 3);
+    assert_eq!(seen.get(), 1);
+    assert_eq!(entries(&log), ["a", "b", "w"]);
+    assert!(a.is_finished() && w.is_finished());
+    assert_eq!(ex.stats().live_tasks, 0);
+}
+
 /// A lone task yielding in a loop is its own next batch, without a look
 /// at the queue; a task pushed while it runs (spawned, woken, or spawned
 /// from the inbox) still takes its place in the FIFO order.

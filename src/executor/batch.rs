@@ -40,6 +40,7 @@ impl<'a> Held<'a> {
         core.run.held.pos.set(0);
         core.run.held.len.set(0);
         core.run.held.front_empty.set(false);
+        core.run.held.open.set(true);
         Self { core, q }
     }
 
@@ -154,6 +155,7 @@ impl<'a> Held<'a> {
     /// requeued ones ([`Tail`](super::run_state::Tail)) behind.
     pub(crate) fn put_back(&mut self) {
         let r = &self.core.run;
+        r.held.open.set(false);
         let (pos, len) = (r.held.pos.get(), r.held.len.get());
         if pos == len && r.held.tail.len() == 0 {
             return;
@@ -260,6 +262,28 @@ impl Core {
             dst.set(src.get());
         }
         n
+    }
+
+    /// Puts woken task `id` of queue `q` at the end of the run's batch,
+    /// if that is its place in FIFO order: the run holds a batch of `q`, a
+    /// `RunnableFifo` with nothing queued behind the batch (no requeued
+    /// task, an empty deque), and the batch has room (the test of the
+    /// running queue first: a wake of another queue's task stops there). Returns whether it
+    /// did; a ping-pong's next task is then polled without a look at the
+    /// queue.
+    #[inline(always)]
+    pub(crate) fn join_batch(&self, qs: &Queues, q: usize, id: TaskId) -> bool {
+        let held = &self.run.held;
+        if self.run.current.queue.get() != Some(q) || !held.open.get() {
+            return false;
+        }
+        let len = held.len.get();
+        if len >= HELD || held.tail.len() != 0 || !qs.list[q].sched.is_empty_fifo() {
+            return false;
+        }
+        held.batch.0[len].set(id);
+        held.len.set(len + 1);
+        true
     }
 
     /// Requeues task `id` of the running batching `Las` queue, whose last

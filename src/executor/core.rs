@@ -180,7 +180,17 @@ impl Core {
     /// Pushes a task that became runnable to its queue's scheduler.
     #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
-        let activated = self.push_to(&mut self.queues.borrow_mut(), q, id, group);
+        let activated = {
+            let mut qs = self.queues.borrow_mut();
+            self.flush_tail(&mut qs);
+            // Its place in FIFO order is the end of the run's batch: no
+            // push (the deque stays empty; the queue is running, so no
+            // activation).
+            if self.join_batch(&qs, q, id) {
+                return;
+            }
+            self.push_to(&mut qs, q, id, group)
+        };
         if activated {
             self.on_activation();
         }
@@ -189,9 +199,11 @@ impl Core {
     /// Pushes runnable task `id` of `group` to queue `q`'s scheduler, after
     /// the run's requeued tasks (which keep their place); returns whether
     /// the queue awaits placement ([`Queues::push`]). Every push of a
-    /// spawned or woken task goes through here; the polled task's own
-    /// requeue goes through the run's tail or its scheduler's `polled`
-    /// (`pending_again`, `charge_las`), which clear `front_empty` too.
+    /// spawned or woken task goes through here (a woken one may join the
+    /// run's batch instead: [`push_task`](Self::push_task)); the polled
+    /// task's own requeue goes through the run's tail or its scheduler's
+    /// `polled` (`pending_again`, `charge_las`), which clear `front_empty`
+    /// too.
     #[inline(always)]
     pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskId, group: GroupId) -> bool {
         self.flush_tail(qs);

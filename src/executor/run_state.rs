@@ -119,8 +119,9 @@ impl RunEnd {
 #[derive(Debug, Default)]
 pub(crate) struct HeldIds {
     /// The run's batch (`Held`): ids from `pos` to `len` were taken from
-    /// the running queue's scheduler and not polled yet (counted in the
-    /// queue's `runnable_tasks`).
+    /// the running queue's scheduler, or woken into the batch (see
+    /// `open`), and not polled yet (counted in the queue's
+    /// `runnable_tasks`).
     pub(crate) pos: Cell<usize>,
     pub(crate) len: Cell<usize>,
     /// The batch's ids: here rather than in the `Held` guard, so that a run
@@ -137,6 +138,12 @@ pub(crate) struct HeldIds {
     /// of the queues (one task yielding in a loop takes that path at every
     /// poll).
     pub(crate) front_empty: Cell<bool>,
+    /// A `Held` guard holds the batch (from `Held::new` to its put-back):
+    /// a task of the running `RunnableFifo` queue woken while the run holds
+    /// every queued task of it (no requeued task, an empty deque) joins
+    /// the batch at its end, which is its place in FIFO order
+    /// ([`Core::push_to`](super::core::Core::push_to)).
+    pub(crate) open: Cell<bool>,
 }
 
 /// How many ids a run takes from a `RunnableFifo` per borrow of the queues:
