@@ -267,10 +267,10 @@ impl Core {
     /// Puts woken task `id` of queue `q` at the end of the run's batch,
     /// if that is its place in FIFO order: the run holds a batch of `q`, a
     /// `RunnableFifo` with nothing queued behind the batch (no requeued
-    /// task, an empty deque), and the batch has room (the test of the
-    /// running queue first: a wake of another queue's task stops there). Returns whether it
-    /// did; a ping-pong's next task is then polled without a look at the
-    /// queue.
+    /// task, an empty deque), and the batch has room. The running queue is
+    /// tested first, so that a wake of another queue's task stops there.
+    /// Returns whether it did; a ping-pong's next task is then polled
+    /// without a look at the queue.
     #[inline(always)]
     pub(crate) fn join_batch(&self, qs: &Queues, q: usize, id: TaskId) -> bool {
         let held = &self.run.held;

@@ -177,7 +177,9 @@ impl Core {
         }
     }
 
-    /// Pushes a task that became runnable to its queue's scheduler.
+    /// Pushes a task that became runnable (woken, or a deferred yield
+    /// released) to its queue's scheduler, or to the end of the
+    /// run's batch when that is its place ([`join_batch`](Self::join_batch)).
     #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
         let activated = {

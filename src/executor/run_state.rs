@@ -142,7 +142,7 @@ pub(crate) struct HeldIds {
     /// a task of the running `RunnableFifo` queue woken while the run holds
     /// every queued task of it (no requeued task, an empty deque) joins
     /// the batch at its end, which is its place in FIFO order
-    /// ([`Core::push_to`](super::core::Core::push_to)).
+    /// ([`Core::join_batch`](super::core::Core::join_batch)).
     pub(crate) open: Cell<bool>,
 }
 
