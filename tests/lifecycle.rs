@@ -49,6 +49,21 @@ fn two_queues() -> Executor<Q> {
         .unwrap()
 }
 
+/// Queues A and B of equal shares with a 1 ms slice on a `ManualClock`:
+/// advancing the clock by more than a slice in a poll of A ends A's run
+/// after that poll when B is runnable.
+fn two_queues_on_manual_clock() -> (Rc<Executor<Q>>, ManualClock) {
+    let clock = ManualClock::new();
+    let ex = Builder::new()
+        .queue(Q::A, 1)
+        .queue(Q::B, 1)
+        .base_slice(Duration::from_millis(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (Rc::new(ex), clock)
+}
+
 fn counter() -> Rc<Cell<usize>> {
     Rc::new(Cell::new(0))
 }
@@ -180,16 +195,7 @@ fn f1_fifo_self_wake_is_queued_once_behind_every_queued_task() {
 /// the rest to the queue's next run, in their order.
 #[test]
 fn f1_fifo_batches_are_counted_as_runnable_and_put_back_in_order() {
-    let clock = ManualClock::new();
-    let ex = Rc::new(
-        Builder::new()
-            .queue(Q::A, 1)
-            .queue(Q::B, 1)
-            .base_slice(Duration::from_millis(1))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-    );
+    let (ex, clock) = two_queues_on_manual_clock();
     let seen = Rc::new(RefCell::new(Vec::new()));
     // `Some(i)` for task a<i> of queue A, `None` for the task of queue B.
     let order: Rc<RefCell<Vec<Option<usize>>>> = Rc::default();
@@ -303,16 +309,7 @@ fn f1_fifo_yielded_tasks_keep_their_place_before_later_wakes() {
 /// that ends before polling it puts it back in its place.
 #[test]
 fn f1_fifo_a_task_woken_into_the_batch_keeps_its_place_when_the_run_ends() {
-    let clock = ManualClock::new();
-    let ex = Rc::new(
-        Builder::new()
-            .queue(Q::A, 1)
-            .queue(Q::B, 1)
-            .base_slice(Duration::from_millis(1))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-    );
+    let (ex, clock) = two_queues_on_manual_clock();
     let log = new_log();
     let (w, parked) = parked_task(&ex, &log, "w");
     assert_eq!(ex.run_until_stalled(), 1);
