@@ -140,14 +140,13 @@ impl<K: QueueKey> Builder<K> {
     /// before each poll and a histogram record after it. On the headline
     /// workload of near-empty polls (`cargo bench --bench overhead`,
     /// 50,000 tasks x 5 yields on one `RunnableFifo` queue), the
-    /// histograms and a stall detector together make the run 1.64x to
-    /// 1.85x as long as the same run without them (medians of five runs,
-    /// median 1.80x; 2-vCPU Xeon VM, TSC clock, 2026-11-25): about 75 ns
-    /// more per task, of which the 7 clock reads take about 52 (a loop of
-    /// `rdtsc` takes 7.4 ns a read on that VM). `valgrind
-    /// --tool=callgrind` counts 2,206 instructions per task against 1,317
-    /// without them (`overhead_profile observe 3` and `3 5 1 fresh`,
-    /// PROFILING.md).
+    /// histograms and a stall detector together make the run 2.50x to
+    /// 2.58x as long as the same run without them, and a clock read per
+    /// poll alone 1.88x to 1.92x (three runs; 2-vCPU Xeon VM, TSC clock,
+    /// 2026-11-26): a clock read costs about as much as the rest of such a
+    /// poll. `valgrind --tool=callgrind` counts 2,192 instructions per task
+    /// against 1,300 without them (`overhead_profile observe 3` and `3 5 1
+    /// fresh`, PROFILING.md, 2026-11-26).
     /// Polls that do real work make the share smaller.
     ///
     /// ```

@@ -153,13 +153,13 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 12.6x
-    /// to 12.9x the time of `RunnableFifo` (their order follows measured
+    /// tasks x 5 yields, every task its own group) exact keys cost 16.8x
+    /// to 17.3x the time of `RunnableFifo` (their order follows measured
     /// durations, so the tasks run in an order close to random: every poll
     /// misses the cache, and every pop sifts a 50,000-entry heap), levels
-    /// 1.78x to 1.83x, most of it the clock read per poll that `Las` needs
-    /// (three runs of `cargo bench --bench overhead`, 2026-11-25, 2-vCPU
-    /// Xeon VM). On the high-variance mix of the tail benchmark, the model
+    /// 2.28x to 2.32x, most of it the clock read per poll that `Las` needs
+    /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
+    /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
     /// gives the two the same thin-task p99 within 10%. Use [`Las::exact`]
     /// where exact LAS order matters more than the cost.
     pub fn new() -> Self {
