@@ -48,7 +48,11 @@
 //! Prints median / min / max ms per round, ns per task, and the ratio of
 //! medians to tokio `LocalSet` (and of 4 and 8 queues to 1 queue, of each
 //! `Las`, of the observability and of the clock reads to `RunnableFifo` on
-//! one queue). The process pins
+//! one queue). Then, per poll of a timed round (its spawns and joins
+//! included), what the one-queue row costs and what its clock read adds;
+//! and the executor's default clock (`SystemClock`) and `Instant::now()`
+//! read back to back in a loop, ns per read: the clock's own cost, without
+//! the executor around it. The process pins
 //! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
 //!
 //! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin --quick]`.
@@ -58,9 +62,12 @@ mod common;
 use common::median;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+use tourbillon::clock::{Clock, SystemClock};
 
 const WARMUP: usize = 1_000;
 const YIELDS: usize = 5;
+/// Clock reads per run of [`clock_read_cost`].
+const CLOCK_READS: u32 = 1_000_000;
 
 fn tokio_localset(tasks: usize) -> Duration {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -371,4 +378,46 @@ fn main() {
         "a clock read per poll (stall detector of 1 h) / none (medians, 1 queue): {:.3}",
         clocked / one_queue
     );
+    // The polls of a timed round: each task's first poll and one per
+    // yield (the warm-up's polls are outside the timed part).
+    let polls = (tasks * (YIELDS + 1)) as f64;
+    println!(
+        "per poll (a round's ns / {polls}, its spawns and joins included): 1 queue {:.1} ns; \
+         the clock read per poll adds {:.1} ns",
+        one_queue * 1e6 / polls,
+        (clocked - one_queue) * 1e6 / polls
+    );
+    let (system, instant) = clock_read_cost(rounds);
+    println!(
+        "the clock alone, in a loop of {CLOCK_READS} reads (median of {rounds} loops): \
+         SystemClock ({}) {system:.1} ns per read, Instant::now() {instant:.1} ns",
+        SystemClock::new().source()
+    );
+}
+
+/// Nanoseconds per read of the executor's default clock ([`SystemClock`],
+/// with its monotonic guard, as the executor reads it) and of
+/// `Instant::now()`, each read back to back `CLOCK_READS` times; medians of
+/// `rounds` loops, alternated.
+fn clock_read_cost(rounds: usize) -> (f64, f64) {
+    let clock = SystemClock::new();
+    let per_read = |d: Duration| d.as_nanos() as f64 / f64::from(CLOCK_READS);
+    let (mut system, mut instant) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let mut sum = 0u64;
+        for _ in 0..CLOCK_READS {
+            sum = sum.wrapping_add(clock.now_ns());
+        }
+        black_box(sum);
+        system.push(per_read(t.elapsed()));
+        let t = Instant::now();
+        let mut last = t;
+        for _ in 0..CLOCK_READS {
+            last = last.max(Instant::now());
+        }
+        black_box(last);
+        instant.push(per_read(t.elapsed()));
+    }
+    (median(&system), median(&instant))
 }
