@@ -267,6 +267,9 @@ struct ExecReport {
     life_ns: u64,
     cpu_ns: u64,
     wait_ns: u64,
+    /// Minor page faults taken by the thread (its time in them is part of
+    /// `cpu_ns`).
+    faults: u64,
 }
 
 /// An executor running on its own thread until `stop`.
@@ -298,6 +301,7 @@ impl<S> ExecThread<S> {
                 }
                 let began = Instant::now();
                 let before = sched_times();
+                let faults = common::thread_minor_faults();
                 let parks = body(tx, stop_rx);
                 let after = sched_times();
                 ExecReport {
@@ -305,6 +309,7 @@ impl<S> ExecThread<S> {
                     life_ns: began.elapsed().as_nanos() as u64,
                     cpu_ns: after.0.saturating_sub(before.0),
                     wait_ns: after.1.saturating_sub(before.1),
+                    faults: common::thread_minor_faults().saturating_sub(faults),
                 }
             })
             .unwrap();
@@ -699,6 +704,8 @@ struct Thr {
     spawn_s: f64,
     /// The executor thread's CPU time (median over rounds).
     exec_cpu_s: f64,
+    /// The executor thread's minor page faults (median over rounds).
+    exec_faults: f64,
 }
 
 fn thr_summary(runs: &[Sample]) -> Thr {
@@ -713,6 +720,12 @@ fn thr_summary(runs: &[Sample]) -> Thr {
             &runs
                 .iter()
                 .map(|r| r.exec.cpu_ns as f64 / 1e9)
+                .collect::<Vec<_>>(),
+        ),
+        exec_faults: median(
+            &runs
+                .iter()
+                .map(|r| r.exec.faults as f64)
                 .collect::<Vec<_>>(),
         ),
     }
@@ -799,9 +812,10 @@ impl Report {
         println!();
         println!(
             "| system | median ms | min ms | max ms | tasks/s (median) | ns/task | spawn calls ns/task | \
-             time / tokio | exec thread CPU ns/task | parks/task | exec thread waiting % |"
+             time / tokio | exec thread CPU ns/task | exec thread page faults | parks/task | \
+             exec thread waiting % |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         for (si, s) in SYSTEMS.iter().enumerate() {
             let runs = self.runs(si, wi);
             if runs.is_empty() {
@@ -809,7 +823,7 @@ impl Report {
             }
             let t = thr_summary(runs);
             println!(
-                "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} | {} | {:.2} |",
+                "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} | {:.0} | {} | {:.2} |",
                 s.name(),
                 t.median_s * 1e3,
                 t.min_s * 1e3,
@@ -819,6 +833,7 @@ impl Report {
                 t.spawn_s * 1e9 / tasks,
                 t.median_s / base.median_s,
                 t.exec_cpu_s * 1e9 / tasks,
+                t.exec_faults,
                 opt(parks_per_unit(runs), 3),
                 wait_pct(runs)
             );
@@ -952,7 +967,8 @@ impl Report {
                         r += &format!(
                             ", \"samples_ms\": [{}], \"median_ms\": {}, \"min_ms\": {}, \"max_ms\": {}, \
                              \"tasks_per_sec\": {}, \"ns_per_task\": {}, \"spawn_call_ns_per_task\": {}, \
-                             \"time_ratio\": {}, \"exec_thread_cpu_ns_per_task\": {}",
+                             \"time_ratio\": {}, \"exec_thread_cpu_ns_per_task\": {}, \
+                             \"exec_thread_page_faults\": {}",
                             runs.iter()
                                 .map(|x| num(x.secs * 1e3))
                                 .collect::<Vec<_>>()
@@ -964,7 +980,8 @@ impl Report {
                             num(t.median_s * 1e9 / tasks),
                             num(t.spawn_s * 1e9 / tasks),
                             num(t.median_s / base_thr.median_s),
-                            num(t.exec_cpu_s * 1e9 / tasks)
+                            num(t.exec_cpu_s * 1e9 / tasks),
+                            num(t.exec_faults)
                         );
                     }
                     r + "}"

@@ -116,7 +116,19 @@ pub fn json_str(s: &str) -> String {
 /// 0 where it cannot be read): a fresh page costs a fault when first
 /// touched, a few microseconds on these VMs.
 pub fn minor_faults() -> u64 {
-    std::fs::read_to_string("/proc/self/stat")
+    stat_minor_faults("/proc/self/stat")
+}
+
+/// Minor page faults of the calling thread so far (`/proc/thread-self/stat`;
+/// 0 where it cannot be read).
+#[allow(dead_code)]
+pub fn thread_minor_faults() -> u64 {
+    stat_minor_faults("/proc/thread-self/stat")
+}
+
+/// The minor page faults field of a `stat` file of procfs.
+fn stat_minor_faults(path: &str) -> u64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|st| {
             // Fields after the command name, which may hold spaces.
