@@ -21,8 +21,13 @@
 //!   spawned onto from another thread).
 //!
 //! The stop signal is a `futures::channel::oneshot`; a fresh executor and
-//! thread per run; the spawn loops and the handles run on the remote thread
-//! in `futures::executor::block_on`.
+//! thread per run, or with `--keep-executors` one executor thread per
+//! system, kept for every run (its executor built once, warm from its
+//! earlier runs: a server's long-lived executor); the spawn loops and the
+//! handles run on the remote thread in `futures::executor::block_on`.
+//! Each run's costs on the executor thread are measured on that thread from
+//! the run's start to its stop signal (the executor's construction and
+//! drop are outside).
 //!
 //! Workloads:
 //! * `wake idle`: one task (spawned remotely) waits `wakes` times on a
@@ -52,7 +57,9 @@
 //!   from the first spawn to the last handle; reported as tasks/s and
 //!   ns/task, with the remote thread's share spent in the spawn calls and
 //!   the executor thread's CPU time per task (`/proc/thread-self/schedstat`;
-//!   less sensitive than wall time to other processes on its CPU).
+//!   less sensitive than wall time to other processes on its CPU) and its
+//!   minor page faults per run (`/proc/thread-self/stat`; their kernel time
+//!   is part of that CPU time).
 //! * `spawn latency`: the same, each task capturing the time just before its
 //!   spawn call and returning the time elapsed at its first poll: the
 //!   *spawn-to-first-poll latency*. The remote thread spawns as fast as it
@@ -74,7 +81,7 @@
 //! a few tens of percent.
 //!
 //! Usage: `cargo bench --bench remote [-- --rounds N --quick --no-pin
-//! --gap-us US --capacity N --spawn-only --only TEXT --out DIR]` (`--only`: the
+//! --gap-us US --capacity N --spawn-only --keep-executors --only TEXT --out DIR]` (`--only`: the
 //! systems whose name contains TEXT, and the baseline), or `-- profile N` (the spawn
 //! path on one thread, for callgrind: see [`profile`]), or `-- profile-feed N`
 //! (a stream of remote spawns, one per poll: see [`profile_feed`]). `--quick`: 3 rounds and a fifth of the wakes and
@@ -131,6 +138,9 @@ struct Config {
     only: Option<&'static str>,
     gap: Duration,
     pin: bool,
+    /// `--keep-executors`: one executor thread per system, kept for every
+    /// run, rather than a fresh one per run.
+    keep: bool,
 }
 
 // ---------------------------------------------------------------------------
@@ -257,13 +267,14 @@ impl RemoteSys for Arc<async_executor::Executor<'static>> {
     }
 }
 
-/// What an executor thread reports when it stops.
+/// What a run cost the executor thread that served it.
 #[derive(Clone, Copy, Default)]
 struct ExecReport {
-    /// tourbillon's `ExecutorStats::parks` (others: not available).
+    /// tourbillon's `ExecutorStats::parks` during the run (others: not
+    /// available).
     parks: Option<u64>,
-    /// Life of the thread, its time on its CPU, and its time runnable but
-    /// off its CPU.
+    /// The run's length on the thread, its time on its CPU, and its time
+    /// runnable but off its CPU.
     life_ns: u64,
     cpu_ns: u64,
     wait_ns: u64,
@@ -272,69 +283,121 @@ struct ExecReport {
     faults: u64,
 }
 
-/// An executor running on its own thread until `stop`.
+/// A run an executor thread serves: its executor runs until `stop`, then
+/// the thread sends what the run cost it to `report`.
+struct Run {
+    stop: oneshot::Receiver<()>,
+    report: mpsc::Sender<ExecReport>,
+}
+
+impl Run {
+    /// Runs `block` (the executor until the stop signal; it returns the
+    /// executor's parks meanwhile, if it counts them) and reports the run's
+    /// share of the thread's time and faults.
+    fn serve(self, block: impl FnOnce(oneshot::Receiver<()>) -> Option<u64>) {
+        let began = Instant::now();
+        let before = sched_times();
+        let faults = common::thread_minor_faults();
+        let parks = block(self.stop);
+        let after = sched_times();
+        let _ = self.report.send(ExecReport {
+            parks,
+            life_ns: began.elapsed().as_nanos() as u64,
+            cpu_ns: after.0.saturating_sub(before.0),
+            wait_ns: after.1.saturating_sub(before.1),
+            faults: common::thread_minor_faults().saturating_sub(faults),
+        });
+    }
+}
+
+/// An executor on a thread of its own, which serves runs until it is
+/// closed: one run (a fresh thread per run), or every run of its system
+/// (`--keep-executors`).
 struct ExecThread<S> {
     spawner: S,
+    runs: mpsc::Sender<Run>,
+    thread: thread::JoinHandle<()>,
+}
+
+/// A run in progress: [`finish`](Self::finish) stops it.
+struct RunStop {
     stop: oneshot::Sender<()>,
-    thread: thread::JoinHandle<ExecReport>,
+    report: mpsc::Receiver<ExecReport>,
+}
+
+impl RunStop {
+    fn finish(self) -> ExecReport {
+        let _ = self.stop.send(());
+        self.report.recv().expect("executor thread panicked")
+    }
 }
 
 impl<S> ExecThread<S> {
     /// Starts the thread: it pins itself, then `body` builds the executor,
-    /// sends its remote spawner and runs until the stop signal; `body`
-    /// returns the executor's park count if it has one.
+    /// sends its remote spawner, and serves every run it receives.
     fn start(
         name: &str,
         pin: bool,
-        body: impl FnOnce(mpsc::Sender<S>, oneshot::Receiver<()>) -> Option<u64> + Send + 'static,
+        body: impl FnOnce(mpsc::Sender<S>, mpsc::Receiver<Run>) + Send + 'static,
     ) -> Self
     where
         S: Send + 'static,
     {
         let (tx, rx) = mpsc::channel();
-        let (stop, stop_rx) = oneshot::channel();
+        let (runs, runs_rx) = mpsc::channel();
         let thread = thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
                 if pin && !pin_thread(EXEC_CPU) {
                     PIN_FAILED.store(true, Ordering::Relaxed);
                 }
-                let began = Instant::now();
-                let before = sched_times();
-                let faults = common::thread_minor_faults();
-                let parks = body(tx, stop_rx);
-                let after = sched_times();
-                ExecReport {
-                    parks,
-                    life_ns: began.elapsed().as_nanos() as u64,
-                    cpu_ns: after.0.saturating_sub(before.0),
-                    wait_ns: after.1.saturating_sub(before.1),
-                    faults: common::thread_minor_faults().saturating_sub(faults),
-                }
+                body(tx, runs_rx);
             })
             .unwrap();
         let spawner = rx.recv().expect("executor thread failed to start");
         ExecThread {
             spawner,
-            stop,
+            runs,
             thread,
         }
     }
 
-    fn finish(self) -> ExecReport {
-        let _ = self.stop.send(());
-        self.thread.join().expect("executor thread panicked")
+    /// Starts a run: the executor runs until the returned stop finishes it.
+    fn begin(&self) -> RunStop {
+        let (stop, stop_rx) = oneshot::channel();
+        let (report, report_rx) = mpsc::channel();
+        self.runs
+            .send(Run {
+                stop: stop_rx,
+                report,
+            })
+            .expect("executor thread gone");
+        RunStop {
+            stop,
+            report: report_rx,
+        }
+    }
+
+    /// Ends the thread (its executor is dropped there).
+    fn close(self) {
+        drop(self.runs);
+        self.thread.join().expect("executor thread panicked");
     }
 }
 
 fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::RemoteSpawner<u8>> {
-    ExecThread::start("tourbillon", pin, |tx, stop| {
+    ExecThread::start("tourbillon", pin, |tx, runs| {
         let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
         tx.send(ex.remote_spawner()).unwrap();
-        ex.block_on(async {
-            let _ = stop.await;
-        });
-        Some(ex.stats().parks)
+        for run in runs {
+            run.serve(|stop| {
+                let parks = ex.stats().parks;
+                ex.block_on(async {
+                    let _ = stop.await;
+                });
+                Some(ex.stats().parks - parks)
+            });
+        }
     })
 }
 
@@ -342,40 +405,80 @@ fn start_tourbillon_bounded(
     pin: bool,
     capacity: usize,
 ) -> ExecThread<tourbillon::BoundedRemoteSpawner<u8>> {
-    ExecThread::start("tourbillon-bounded", pin, move |tx, stop| {
+    ExecThread::start("tourbillon-bounded", pin, move |tx, runs| {
         let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
         let capacity = std::num::NonZeroUsize::new(capacity).expect("--capacity is at least 1");
         tx.send(ex.bounded_remote_spawner(capacity)).unwrap();
-        ex.block_on(async {
-            let _ = stop.await;
-        });
-        Some(ex.stats().parks)
+        for run in runs {
+            run.serve(|stop| {
+                let parks = ex.stats().parks;
+                ex.block_on(async {
+                    let _ = stop.await;
+                });
+                Some(ex.stats().parks - parks)
+            });
+        }
     })
 }
 
 fn start_tokio(pin: bool) -> ExecThread<tokio::runtime::Handle> {
-    ExecThread::start("tokio", pin, |tx, stop| {
+    ExecThread::start("tokio", pin, |tx, runs| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         tx.send(rt.handle().clone()).unwrap();
-        rt.block_on(async {
-            let _ = stop.await;
-        });
-        None
+        for run in runs {
+            run.serve(|stop| {
+                rt.block_on(async {
+                    let _ = stop.await;
+                });
+                None
+            });
+        }
     })
 }
 
 fn start_async_executor(pin: bool) -> ExecThread<Arc<async_executor::Executor<'static>>> {
-    ExecThread::start("async-executor", pin, |tx, stop| {
+    ExecThread::start("async-executor", pin, |tx, runs| {
         let ex = Arc::new(async_executor::Executor::new());
         tx.send(ex.clone()).unwrap();
-        futures_lite::future::block_on(ex.run(async {
-            let _ = stop.await;
-        }));
-        None
+        for run in runs {
+            run.serve(|stop| {
+                futures_lite::future::block_on(ex.run(async {
+                    let _ = stop.await;
+                }));
+                None
+            });
+        }
     })
+}
+
+/// The executor threads kept for every run (`--keep-executors`), each
+/// started at its system's first run.
+#[derive(Default)]
+struct Kept {
+    tourbillon: Option<ExecThread<tourbillon::RemoteSpawner<u8>>>,
+    bounded: Option<ExecThread<tourbillon::BoundedRemoteSpawner<u8>>>,
+    tokio: Option<ExecThread<tokio::runtime::Handle>>,
+    async_executor: Option<ExecThread<Arc<async_executor::Executor<'static>>>>,
+}
+
+impl Kept {
+    fn close(self) {
+        if let Some(ex) = self.tourbillon {
+            ex.close();
+        }
+        if let Some(ex) = self.bounded {
+            ex.close();
+        }
+        if let Some(ex) = self.tokio {
+            ex.close();
+        }
+        if let Some(ex) = self.async_executor {
+            ex.close();
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -412,15 +515,37 @@ impl System {
         picked && (spawn || !cfg.spawn_only) && (self != System::TourbillonBounded || spawn)
     }
 
-    /// One run of `w` on a fresh executor thread.
-    fn run(self, w: Workload, cfg: &Config) -> Sample {
-        match self {
-            System::Tourbillon => run_on(start_tourbillon(cfg.pin), w, cfg),
-            System::TourbillonBounded => {
-                run_on(start_tourbillon_bounded(cfg.pin, cfg.capacity), w, cfg)
+    /// One run of `w`: on the system's kept executor thread if `kept`,
+    /// else on a fresh one.
+    fn run(self, w: Workload, cfg: &Config, kept: Option<&mut Kept>) -> Sample {
+        let (pin, capacity) = (cfg.pin, cfg.capacity);
+        match (self, kept) {
+            (System::Tourbillon, None) => run_fresh(start_tourbillon(pin), w, cfg),
+            (System::TourbillonBounded, None) => {
+                run_fresh(start_tourbillon_bounded(pin, capacity), w, cfg)
             }
-            System::Tokio => run_on(start_tokio(cfg.pin), w, cfg),
-            System::AsyncExecutor => run_on(start_async_executor(cfg.pin), w, cfg),
+            (System::Tokio, None) => run_fresh(start_tokio(pin), w, cfg),
+            (System::AsyncExecutor, None) => run_fresh(start_async_executor(pin), w, cfg),
+            (System::Tourbillon, Some(k)) => run_on(
+                k.tourbillon.get_or_insert_with(|| start_tourbillon(pin)),
+                w,
+                cfg,
+            ),
+            (System::TourbillonBounded, Some(k)) => run_on(
+                k.bounded
+                    .get_or_insert_with(|| start_tourbillon_bounded(pin, capacity)),
+                w,
+                cfg,
+            ),
+            (System::Tokio, Some(k)) => {
+                run_on(k.tokio.get_or_insert_with(|| start_tokio(pin)), w, cfg)
+            }
+            (System::AsyncExecutor, Some(k)) => run_on(
+                k.async_executor
+                    .get_or_insert_with(|| start_async_executor(pin)),
+                w,
+                cfg,
+            ),
         }
     }
 }
@@ -473,14 +598,22 @@ struct Sample {
     exec: ExecReport,
 }
 
-fn run_on<S: RemoteSys>(ex: ExecThread<S>, w: Workload, cfg: &Config) -> Sample {
+/// One run of `w` on a fresh executor thread, closed after it.
+fn run_fresh<S: RemoteSys>(ex: ExecThread<S>, w: Workload, cfg: &Config) -> Sample {
+    let s = run_on(&ex, w, cfg);
+    ex.close();
+    s
+}
+
+fn run_on<S: RemoteSys>(ex: &ExecThread<S>, w: Workload, cfg: &Config) -> Sample {
+    let run = ex.begin();
     let mut s = match w {
         Workload::WakeIdle => wake_run(&ex.spawner, cfg.sizes.wakes, Some(cfg.gap)),
         Workload::WakeBackToBack => wake_run(&ex.spawner, cfg.sizes.wakes, None),
         Workload::SpawnThroughput => spawn_throughput(&ex.spawner, cfg.sizes.tasks),
         Workload::SpawnLatency => spawn_latency(&ex.spawner, cfg.sizes.tasks),
     };
-    s.exec = ex.finish();
+    s.exec = run.finish();
     s
 }
 
@@ -1184,6 +1317,7 @@ fn main() {
         only: value("--only").map(|o| &*o.to_string().leak()),
         gap: Duration::from_micros(gap_us),
         pin,
+        keep: args.flag("--keep-executors"),
     };
     let pinned = pin && pin_thread(REMOTE_CPU);
     if pin {
@@ -1200,9 +1334,15 @@ fn main() {
     }
     println!(
         "wakes: {} recorded per run (+{WAKE_WARMUP} warm-up), idle gap {gap_us} us; spawns: {} tasks per run. \
-         bounded spawner capacity {}. {rounds} rounds, systems alternated run by run, fresh executor \
-         thread per run",
-        cfg.sizes.wakes, cfg.sizes.tasks, cfg.capacity
+         bounded spawner capacity {}. {rounds} rounds, systems alternated run by run, {}",
+        cfg.sizes.wakes,
+        cfg.sizes.tasks,
+        cfg.capacity,
+        if cfg.keep {
+            "one executor thread per system, kept for every run (--keep-executors)"
+        } else {
+            "fresh executor thread per run"
+        }
     );
 
     // One untimed pass at the quick sizes (thread start-up, page faults,
@@ -1211,9 +1351,10 @@ fn main() {
         sizes: QUICK,
         ..cfg
     };
+    let mut kept = Kept::default();
     for w in WORKLOADS {
         for s in SYSTEMS.into_iter().filter(|s| s.runs_in(w, &warm)) {
-            drop(s.run(w, &warm));
+            drop(s.run(w, &warm, cfg.keep.then_some(&mut kept)));
         }
     }
 
@@ -1226,7 +1367,7 @@ fn main() {
         for (wi, w) in WORKLOADS.iter().enumerate() {
             for (si, s) in SYSTEMS.iter().enumerate() {
                 if s.runs_in(*w, &cfg) {
-                    samples[si][wi].push(s.run(*w, &cfg));
+                    samples[si][wi].push(s.run(*w, &cfg, cfg.keep.then_some(&mut kept)));
                 }
             }
         }
@@ -1236,6 +1377,7 @@ fn main() {
             t.elapsed().as_secs_f64()
         );
     }
+    kept.close();
     if PIN_FAILED.load(Ordering::Relaxed) {
         println!("(some executor threads could not pin themselves to CPU {EXEC_CPU})");
     }
