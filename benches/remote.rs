@@ -385,19 +385,24 @@ impl<S> ExecThread<S> {
     }
 }
 
+/// Serves `runs` on `ex` until the sender closes, with its parks per run.
+fn serve_tourbillon(ex: &tourbillon::Executor<u8>, runs: mpsc::Receiver<Run>) {
+    for run in runs {
+        run.serve(|stop| {
+            let parks = ex.stats().parks;
+            ex.block_on(async {
+                let _ = stop.await;
+            });
+            Some(ex.stats().parks - parks)
+        });
+    }
+}
+
 fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::RemoteSpawner<u8>> {
     ExecThread::start("tourbillon", pin, |tx, runs| {
         let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
         tx.send(ex.remote_spawner()).unwrap();
-        for run in runs {
-            run.serve(|stop| {
-                let parks = ex.stats().parks;
-                ex.block_on(async {
-                    let _ = stop.await;
-                });
-                Some(ex.stats().parks - parks)
-            });
-        }
+        serve_tourbillon(&ex, runs);
     })
 }
 
@@ -409,15 +414,7 @@ fn start_tourbillon_bounded(
         let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
         let capacity = std::num::NonZeroUsize::new(capacity).expect("--capacity is at least 1");
         tx.send(ex.bounded_remote_spawner(capacity)).unwrap();
-        for run in runs {
-            run.serve(|stop| {
-                let parks = ex.stats().parks;
-                ex.block_on(async {
-                    let _ = stop.await;
-                });
-                Some(ex.stats().parks - parks)
-            });
-        }
+        serve_tourbillon(&ex, runs);
     })
 }
 
