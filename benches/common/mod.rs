@@ -121,7 +121,6 @@ pub fn minor_faults() -> u64 {
 
 /// Minor page faults of the calling thread so far (`/proc/thread-self/stat`;
 /// 0 where it cannot be read).
-#[allow(dead_code)]
 pub fn thread_minor_faults() -> u64 {
     stat_minor_faults("/proc/thread-self/stat")
 }
