@@ -28,7 +28,12 @@
 //! unavailable when it cannot start, e.g. without io_uring); and the
 //! *floor* (`floor/mod.rs`): the least an executor can do per task (one `Rc`
 //! per task, a `Vec` slab with a free list, a `VecDeque<u32>` run queue, a
-//! waker whose clone and drop do nothing), the yardstick for the others.
+//! waker whose clone and drop do nothing), the yardstick for the others;
+//! and the *floor with queues* (`floor/queues.rs`: the floor with one run
+//! queue per queue, served weighted round-robin in polls, with no clock)
+//! on 1 queue and on 8 queues of shares 1:2:...:8 (tasks spread
+//! round-robin, and, on W1, spawned in 8 blocks of consecutive tasks), the
+//! yardstick for tourbillon's rows with queues.
 //!
 //! Systems are alternated round by round, in an order shuffled for each
 //! round and workload (with a fixed seed, the same orders in every run of
@@ -467,6 +472,11 @@ fn run_tokio_local(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     Ok(local.block_on(&rt, workload(&TokioLocal, w, sz)))
 }
 
+/// The rows of the floor with queues (`floor/queues.rs`).
+const FLOOR_Q1: &str = "floor with queues, 1 queue";
+const FLOOR_Q8: &str = "floor with queues, 8 queues 1:2:...:8";
+const FLOOR_Q8_BLOCKS: &str = "floor with queues, 8 queues, W1 spawned in blocks";
+
 /// The floor executor (`floor/mod.rs`).
 struct FloorSys(floor::Floor);
 
@@ -493,6 +503,54 @@ impl Sys for FloorSys {
 fn run_floor(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     let ex = floor::Floor::default();
     let sys = FloorSys(ex.clone());
+    Ok(ex.block_on(workload(&sys, w, sz)))
+}
+
+/// The floor with queues (`floor/queues.rs`): task `i` on queue `i % n`
+/// (round-robin, as tourbillon's rows with queues), or, with `block`, on
+/// queue `i / block` (the last queue takes the rest): each queue's tasks
+/// then lie together in memory.
+struct FloorQueuesSys {
+    ex: floor::queues::FloorQueues,
+    block: Option<usize>,
+}
+
+impl Sys for FloorQueuesSys {
+    type Handle<T: 'static> = floor::JoinHandle<T>;
+
+    fn spawn<F>(&self, i: usize, f: F) -> Self::Handle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let n = self.ex.queues();
+        let q = match self.block {
+            Some(b) => (i / b).min(n - 1),
+            // n is a power of two here (1 or 8): no division.
+            None => i & (n - 1),
+        };
+        self.ex.spawn(q, f)
+    }
+
+    async fn join<T: 'static>(h: Self::Handle<T>) -> T {
+        h.await
+    }
+
+    fn yield_now() -> impl Future<Output = ()> + Send + 'static {
+        floor::yield_now()
+    }
+}
+
+/// The floor with `n` queues of shares 1:2:...:n; `blocks`: W1's tasks in
+/// `n` blocks of consecutive spawns instead of round-robin.
+fn run_floor_queues(n: u32, blocks: bool, w: Workload, sz: &Sizes) -> Result<Sample, String> {
+    let shares: Vec<u32> = (1..=n).collect();
+    let ex = floor::queues::FloorQueues::new(&shares);
+    let block = blocks.then(|| sz.w1_tasks.div_ceil(n as usize).max(1));
+    let sys = FloorQueuesSys {
+        ex: ex.clone(),
+        block,
+    };
     Ok(ex.block_on(workload(&sys, w, sz)))
 }
 
@@ -728,6 +786,18 @@ fn systems() -> Vec<System_> {
         ),
         ("glommio 0.9 LocalExecutor", Box::new(run_glommio)),
         ("floor (minimal executor)", Box::new(run_floor)),
+        (
+            FLOOR_Q1,
+            Box::new(|w, sz| run_floor_queues(1, false, w, sz)),
+        ),
+        (
+            FLOOR_Q8,
+            Box::new(|w, sz| run_floor_queues(8, false, w, sz)),
+        ),
+        (
+            FLOOR_Q8_BLOCKS,
+            Box::new(|w, sz| run_floor_queues(8, true, w, sz)),
+        ),
     ];
     v.into_iter()
         .map(|(name, run)| System_ {
@@ -827,6 +897,33 @@ impl Report<'_> {
                     limit,
                     detail: format!("{r:.3} ({a} / {b}, medians), target <= {limit:.2}"),
                 })
+            })
+            .collect()
+    }
+
+    /// What queues cost the floor with queues (`floor/queues.rs`), for
+    /// the queue targets: the same ratios as those targets, of a system
+    /// with no clock and nothing else to do. `(name, ratio, detail)`.
+    fn yardsticks(&self) -> Vec<(&'static str, f64, String)> {
+        let rows: [(&'static str, &str, &str, usize); 3] = [
+            ("W4 queue switch / one queue", FLOOR_Q8, FLOOR_Q1, 3),
+            (
+                "W1 8 queues of shares 1:2:...:8 / one queue",
+                FLOOR_Q8,
+                FLOOR_Q1,
+                0,
+            ),
+            (
+                "W1 8 queues, spawned in blocks / one queue",
+                FLOOR_Q8_BLOCKS,
+                FLOOR_Q1,
+                0,
+            ),
+        ];
+        rows.iter()
+            .filter_map(|&(name, a, b, wi)| {
+                let r = self.ratio_between(a, b, wi)?;
+                Some((name, r, format!("{r:.3} ({a} / {b}, medians)")))
             })
             .collect()
     }
@@ -1385,6 +1482,17 @@ fn main() {
                 if t.met() { "met" } else { "NOT MET" },
                 t.detail
             );
+        }
+    }
+
+    let yardsticks = report.yardsticks();
+    if !yardsticks.is_empty() {
+        println!();
+        println!(
+            "The same ratios for the floor with queues (no clock, weighted round-robin in polls):"
+        );
+        for (name, _, detail) in &yardsticks {
+            println!("  {name}: {detail}");
         }
     }
 

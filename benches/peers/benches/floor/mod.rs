@@ -12,6 +12,11 @@
 //! wake of a finished task whose slot was reused polls the new task once,
 //! spuriously: futures allow it), wakes from other threads, panics, fairness,
 //! statistics, cancellation.
+//!
+//! [`queues`] is the same floor with several run queues of different
+//! shares, the yardstick for what queues cost.
+
+pub mod queues;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
