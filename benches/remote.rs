@@ -84,7 +84,9 @@
 //! --gap-us US --capacity N --spawn-only --keep-executors --only TEXT --out DIR]` (`--only`: the
 //! systems whose name contains TEXT, and the baseline), or `-- profile N` (the spawn
 //! path on one thread, for callgrind: see [`profile`]), or `-- profile-feed N`
-//! (a stream of remote spawns, one per poll: see [`profile_feed`]). `--quick`: 3 rounds and a fifth of the wakes and
+//! (a stream of remote spawns, one per poll: see [`profile_feed`]), or
+//! `-- line-latency` (what one cache line takes to go from the remote
+//! thread's CPU to the executor's and back: see [`line_latency`]). `--quick`: 3 rounds and a fifth of the wakes and
 //! a tenth of the tasks (labelled). Unknown flags (such as `--bench`, which
 //! cargo passes) are ignored. Writes `remote.json` to `target/remote/` or
 //! `--out DIR`.
@@ -1274,8 +1276,63 @@ fn profile_feed_exec(ex: &tourbillon::Executor<u8>) -> u64 {
     std::hint::black_box(ex).run_until_stalled()
 }
 
+/// A value alone on its cache line (and on the adjacent one, which some
+/// CPUs fetch in pairs).
+#[repr(align(128))]
+struct OwnLine(AtomicU64);
+
+/// `line-latency`: one cache line bounced between a thread on the remote
+/// thread's CPU and one on the executor's CPU (pinned as the benchmark pins
+/// them), each waiting for the other's store: 1,000,000 round trips, 7
+/// times, median. Half a round trip is what a line written on one CPU
+/// costs the other to read, the least a handoff between the two threads
+/// pays for each line it moves (the remote spawn's op, its task's memory,
+/// the inbox's words).
+fn line_latency() {
+    const TRIPS: u64 = 1_000_000;
+    let line = Arc::new(OwnLine(AtomicU64::new(0)));
+    let other = line.clone();
+    let echo = std::thread::spawn(move || {
+        let pinned = pin_thread(EXEC_CPU);
+        for round in 0..7u64 {
+            let base = round * 2 * TRIPS;
+            for i in 0..TRIPS {
+                while other.0.load(Ordering::Acquire) != base + 2 * i + 1 {
+                    std::hint::spin_loop();
+                }
+                other.0.store(base + 2 * i + 2, Ordering::Release);
+            }
+        }
+        pinned
+    });
+    let pinned = pin_thread(REMOTE_CPU);
+    let mut trips = Vec::new();
+    for round in 0..7u64 {
+        let base = round * 2 * TRIPS;
+        let t = Instant::now();
+        for i in 0..TRIPS {
+            line.0.store(base + 2 * i + 1, Ordering::Release);
+            while line.0.load(Ordering::Acquire) != base + 2 * i + 2 {
+                std::hint::spin_loop();
+            }
+        }
+        trips.push(t.elapsed().as_nanos() as f64 / TRIPS as f64);
+    }
+    let echo_pinned = echo.join().expect("echo thread panicked");
+    let rt = median(&trips);
+    println!(
+        "line-latency: a cache line between CPU {REMOTE_CPU} and CPU {EXEC_CPU}{}: round trip {rt:.1} ns (median of 7 x {TRIPS}), one way {:.1} ns",
+        if pinned && echo_pinned { "" } else { " (not pinned)" },
+        rt / 2.0
+    );
+}
+
 fn main() {
     let wall = Instant::now();
+    if std::env::args().any(|a| a == "line-latency") {
+        line_latency();
+        return;
+    }
     if let Some(n) = std::env::args()
         .skip_while(|a| a != "profile-feed")
         .nth(1)
