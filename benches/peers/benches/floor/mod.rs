@@ -93,10 +93,51 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
+/// The tasks: a `Vec` slab of their cells with a free list of slots.
 #[derive(Default)]
-struct Inner {
+struct Slots {
     slab: RefCell<Vec<Option<Rc<dyn Runnable>>>>,
     free: RefCell<Vec<u32>>,
+}
+
+impl Slots {
+    /// Stores a new task for `fut`; returns its slot and its join handle.
+    #[inline(always)]
+    fn insert<F: Future + 'static>(&self, fut: F) -> (u32, JoinHandle<F::Output>) {
+        let cell = Rc::new(TaskCell {
+            stage: RefCell::new(Stage::Running(fut)),
+            joiner: Cell::new(None),
+        });
+        let slot = match self.free.borrow_mut().pop() {
+            Some(s) => {
+                self.slab.borrow_mut()[s as usize] = Some(cell.clone());
+                s
+            }
+            None => {
+                let mut slab = self.slab.borrow_mut();
+                slab.push(Some(cell.clone()));
+                (slab.len() - 1) as u32
+            }
+        };
+        (slot, JoinHandle(cell))
+    }
+
+    /// Polls the task in `slot` (if any) once with `waker`; frees the slot
+    /// when it finished.
+    #[inline(always)]
+    fn run(&self, slot: u32, waker: &Waker) {
+        let task = self.slab.borrow()[slot as usize].clone();
+        let Some(task) = task else { return };
+        if task.run(&mut Context::from_waker(waker)) {
+            self.slab.borrow_mut()[slot as usize] = None;
+            self.free.borrow_mut().push(slot);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    tasks: Slots,
     runnable: RefCell<VecDeque<u32>>,
 }
 
@@ -137,23 +178,9 @@ pub struct Floor(Rc<Inner>);
 
 impl Floor {
     pub fn spawn<F: Future + 'static>(&self, fut: F) -> JoinHandle<F::Output> {
-        let cell = Rc::new(TaskCell {
-            stage: RefCell::new(Stage::Running(fut)),
-            joiner: Cell::new(None),
-        });
-        let slot = match self.0.free.borrow_mut().pop() {
-            Some(s) => {
-                self.0.slab.borrow_mut()[s as usize] = Some(cell.clone());
-                s
-            }
-            None => {
-                let mut slab = self.0.slab.borrow_mut();
-                slab.push(Some(cell.clone()));
-                (slab.len() - 1) as u32
-            }
-        };
+        let (slot, handle) = self.0.tasks.insert(fut);
         self.0.runnable.borrow_mut().push_back(slot);
-        JoinHandle(cell)
+        handle
     }
 
     /// Runs the tasks until `main` completes.
@@ -172,13 +199,7 @@ impl Floor {
                 if slot == MAIN {
                     break;
                 }
-                let task = self.0.slab.borrow()[slot as usize].clone();
-                let Some(task) = task else { continue };
-                let w = waker(slot);
-                if task.run(&mut Context::from_waker(&w)) {
-                    self.0.slab.borrow_mut()[slot as usize] = None;
-                    self.0.free.borrow_mut().push(slot);
-                }
+                self.0.tasks.run(slot, &waker(slot));
             }
         };
         CURRENT.with(|c| *c.borrow_mut() = prev);

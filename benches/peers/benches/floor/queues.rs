@@ -3,7 +3,7 @@
 //! no virtual time, no statistics), as the yardstick for tourbillon's
 //! queue switches and its 8-queue row.
 //!
-//! * the floor's tasks, slab, free list and waker (`super`);
+//! * the floor's tasks, in its slab with a free list (`super::Slots`);
 //! * one `VecDeque<u32>` run queue per queue, and each slot's queue beside
 //!   the slab (a wake pushes the slot to its own queue);
 //! * weighted round-robin counted in polls: queue `k` polls up to
@@ -18,16 +18,15 @@ use std::future::Future;
 use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
-use super::{JoinHandle, Runnable, Stage, TaskCell, MAIN};
+use super::{drop_waker, JoinHandle, Slots, MAIN};
 
 /// Polls per unit of share in a queue's turn.
 const QUANTUM: u32 = 64;
 
 struct Inner {
-    slab: RefCell<Vec<Option<Rc<dyn Runnable>>>>,
+    tasks: Slots,
     /// Each slot's queue.
     queue_of: RefCell<Vec<u8>>,
-    free: RefCell<Vec<u32>>,
     queues: Box<[RefCell<VecDeque<u32>>]>,
     shares: Box<[u32]>,
     main_woken: Cell<bool>,
@@ -58,8 +57,6 @@ fn wake(data: *const ()) {
     });
 }
 
-fn drop_waker(_: *const ()) {}
-
 fn waker(slot: u32) -> Waker {
     // SAFETY (bench code): the vtable's functions ignore the data pointer's
     // target (it is a number), so any value is valid.
@@ -75,9 +72,8 @@ impl FloorQueues {
     pub fn new(shares: &[u32]) -> Self {
         assert!(!shares.is_empty() && shares.len() <= 256 && shares.iter().all(|&s| s > 0));
         FloorQueues(Rc::new(Inner {
-            slab: RefCell::default(),
+            tasks: Slots::default(),
             queue_of: RefCell::default(),
-            free: RefCell::default(),
             queues: shares.iter().map(|_| RefCell::default()).collect(),
             shares: shares.into(),
             main_woken: Cell::new(false),
@@ -90,25 +86,16 @@ impl FloorQueues {
 
     /// Spawns `fut` on queue `q`.
     pub fn spawn<F: Future + 'static>(&self, q: usize, fut: F) -> JoinHandle<F::Output> {
-        let cell = Rc::new(TaskCell {
-            stage: RefCell::new(Stage::Running(fut)),
-            joiner: Cell::new(None),
-        });
-        let slot = match self.0.free.borrow_mut().pop() {
-            Some(s) => {
-                self.0.slab.borrow_mut()[s as usize] = Some(cell.clone());
-                self.0.queue_of.borrow_mut()[s as usize] = q as u8;
-                s
+        let (slot, handle) = self.0.tasks.insert(fut);
+        {
+            let mut queue_of = self.0.queue_of.borrow_mut();
+            match queue_of.get_mut(slot as usize) {
+                Some(entry) => *entry = q as u8,
+                None => queue_of.push(q as u8),
             }
-            None => {
-                let mut slab = self.0.slab.borrow_mut();
-                slab.push(Some(cell.clone()));
-                self.0.queue_of.borrow_mut().push(q as u8);
-                (slab.len() - 1) as u32
-            }
-        };
+        }
         self.0.queues[q].borrow_mut().push_back(slot);
-        JoinHandle(cell)
+        handle
     }
 
     /// The next slot to poll: from queue `*k` while its turn lasts
@@ -148,13 +135,7 @@ impl FloorQueues {
                 let Some(slot) = self.next(&mut k, &mut left) else {
                     panic!("floor: nothing runnable and the main future is pending");
                 };
-                let task = self.0.slab.borrow()[slot as usize].clone();
-                let Some(task) = task else { continue };
-                let w = waker(slot);
-                if task.run(&mut Context::from_waker(&w)) {
-                    self.0.slab.borrow_mut()[slot as usize] = None;
-                    self.0.free.borrow_mut().push(slot);
-                }
+                self.0.tasks.run(slot, &waker(slot));
             }
         };
         CURRENT.with(|c| *c.borrow_mut() = prev);
