@@ -344,9 +344,9 @@ impl<K: QueueKey> Builder<K> {
         let report = self.stall.map(|(_, r)| r);
         let panics = Rc::new(PanicSink::new(self.panic_policy == PanicPolicy::Propagate));
         let queues = Queues::new(specs, self.base_slice, &panics);
-        let core = Core::new(queues, clock, cfg, panics, report);
+        let core = Rc::new_cyclic(|me| Core::new(queues, clock, cfg, panics, report, me.clone()));
         Ok(Executor::from_parts(
-            Rc::new(core),
+            core,
             std::sync::Arc::new(KeyMap::new(keys)),
         ))
     }

@@ -60,6 +60,12 @@ pub struct QueueStats {
     pub service: Duration,
     /// Task ids held by its scheduler (runnable tasks).
     pub runnable_tasks: usize,
+    /// Spawns from other threads ([`RemoteSpawner`](crate::RemoteSpawner))
+    /// that the executor took from its inbox and has not made tasks yet:
+    /// a queue admits them up to 64 of its remote tasks waiting for their
+    /// first poll (see [`RemoteSpawner`](crate::RemoteSpawner)).
+    /// Not counted in `spawned` until admitted.
+    pub remote_waiting: usize,
     /// Whether it is in the EEVDF runnable set.
     pub runnable: bool,
     /// EEVDF virtual runtime (virtual ns, wrapping).

@@ -9,10 +9,11 @@
 //! submission and given back at the task's first poll (or when the task is
 //! dropped unpolled: aborted, refused, or the executor shut down). This
 //! bounds spawn-to-first-poll: a remote task waits behind at most
-//! `capacity - 1` others of the spawner, wherever they are (in the inbox or
-//! already in a run queue). A bound on the inbox alone would not: the
-//! executor takes the inbox in whole at every poll boundary, so a flood
-//! would move into the run queue, unbounded, instead.
+//! `capacity - 1` others of the spawner, wherever they are (in the inbox,
+//! the executor's remote backlog, or already in a run queue). The
+//! executor's admission window (`executor/backlog.rs`) bounds only how
+//! many of them are tasks at once: without the gate a flood still waits,
+//! unbounded, in the inbox and the backlog.
 //!
 //! The capacity is a semaphore (`executor/gate.rs`). The executor's
 //! shutdown drops every task that holds a permit, so the room frees up,

@@ -11,11 +11,12 @@
 //! which import `Core`; this file imports nothing from them.
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
+use super::backlog::{Backlog, Ticket};
 use super::inbox::Inbox;
 use super::queues::Queues;
 use super::remote::RemoteSpawn;
@@ -45,7 +46,8 @@ pub(crate) fn bump(c: &Cell<u64>) {
 }
 
 /// Work sent to the executor from another thread, done on the executor's
-/// thread at its next poll boundary.
+/// thread at a poll boundary (a spawn joins its queue's line of the remote
+/// backlog there, `executor/backlog.rs`).
 pub(crate) enum RemoteOp {
     /// A remote spawn: its (`Send`) future, queue and result slot.
     Spawn(RemoteSpawn),
@@ -104,6 +106,11 @@ pub(crate) struct Core {
     /// The waker of a [`Drained`](super::drive::Drained) future, woken by
     /// a driver that finds no task alive.
     pub(crate) drained_waker: RefCell<Option<Waker>>,
+    /// Remote spawns taken from the inbox, not yet tasks.
+    pub(crate) backlog: Backlog,
+    /// This core, for what its tasks hold of it (a remote task's
+    /// admission [`Ticket`](super::backlog::Ticket)).
+    pub(crate) me: Weak<Core>,
 }
 
 impl Core {
@@ -113,8 +120,10 @@ impl Core {
         cfg: Config,
         panics: Rc<PanicSink>,
         stall_report: Option<StallReport>,
+        me: Weak<Core>,
     ) -> Self {
         let remote = Arc::new(Remote::default());
+        let queue_count = queues.list.len();
         Self {
             tasks: RefCell::new(TaskSlab::new(remote.clone())),
             queues: RefCell::new(queues),
@@ -136,6 +145,8 @@ impl Core {
             panics,
             stall_report: RefCell::new(stall_report),
             drained_waker: RefCell::new(None),
+            backlog: Backlog::new(queue_count),
+            me,
         }
     }
 
@@ -310,7 +321,7 @@ impl Core {
     pub(crate) fn stats(&self) -> ExecutorStats {
         let qs = self.queues.borrow();
         let queues = (0..qs.list.len())
-            .map(|i| queue_stats(&qs, i, self.held(i)))
+            .map(|i| queue_stats(&qs, i, self.held(i), &self.backlog))
             .collect();
         ExecutorStats {
             polls: self.counters.polls.get(),
@@ -327,7 +338,7 @@ impl Core {
     }
 
     pub(crate) fn queue_stats(&self, q: usize) -> QueueStats {
-        queue_stats(&self.queues.borrow(), q, self.held(q))
+        queue_stats(&self.queues.borrow(), q, self.held(q), &self.backlog)
     }
 
     /// Runnable tasks of queue `q` that its run in progress took from the
@@ -357,7 +368,8 @@ impl Core {
         for op in self.remote.close() {
             match op {
                 RemoteOp::Spawn(spawn) => {
-                    self.panics.check(boundary::call(|| spawn.run(self)));
+                    self.panics
+                        .check(boundary::call(|| spawn.run(self, Ticket::none())));
                 }
                 // A call's drop may wake whoever waits for its answer.
                 RemoteOp::Call(call) => {
@@ -366,6 +378,7 @@ impl Core {
                 RemoteOp::Abort(_) => {}
             }
         }
+        self.cancel_backlog();
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
         let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
@@ -423,7 +436,7 @@ impl Core {
     }
 }
 
-fn queue_stats(qs: &Queues, i: usize, held: usize) -> QueueStats {
+fn queue_stats(qs: &Queues, i: usize, held: usize, backlog: &Backlog) -> QueueStats {
     let st = &qs.list[i];
     let e = &qs.eevdf.ents[i];
     QueueStats {
@@ -438,6 +451,7 @@ fn queue_stats(qs: &Queues, i: usize, held: usize) -> QueueStats {
         runs: st.counters.runs,
         service: Duration::from_nanos(st.counters.service_ns),
         runnable_tasks: st.sched.len() + held,
+        remote_waiting: backlog.waiting_in(i),
         runnable: e.runnable,
         vruntime: e.v,
         deadline: e.d,

@@ -296,19 +296,31 @@ impl<Op> Inbox<Op> {
         self.pending.load(Ordering::Acquire) != 0
     }
 
-    /// Moves the queued ids into `out` and the queued ops into `ops`.
+    /// Whether foreign wakes are waiting in the inbox.
+    #[inline]
+    pub(crate) fn has_wakes(&self) -> bool {
+        self.pending.load(Ordering::Acquire) & IDS != 0
+    }
+
+    /// Moves the queued ids into `out` and, given `ops`, the queued ops
+    /// into it. Without `ops`, the ops stay queued and their bit raised
+    /// (`has_pending` stays true until a drain takes them; pushes meanwhile
+    /// wake no host, since the bit is up).
     ///
     /// The executor drains into an empty `ops` (its batch of the previous
     /// drain, run and emptied, with its room): the queue and the batch are
     /// swapped under the contended lock, the queued ops are not copied, and
     /// the pushes that follow find the batch's room without reallocating.
-    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: &mut Vec<Op>) {
+    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: Option<&mut Vec<Op>>) {
+        let mask = if ops.is_some() { IDS | OPS } else { IDS };
         let mut bits = self.pending.load(Ordering::Acquire);
-        while bits != 0 {
-            match self
-                .pending
-                .compare_exchange(bits, 0, Ordering::AcqRel, Ordering::Acquire)
-            {
+        while bits & mask != 0 {
+            match self.pending.compare_exchange(
+                bits,
+                bits & !mask,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => break,
                 Err(now) => bits = now,
             }
@@ -316,7 +328,7 @@ impl<Op> Inbox<Op> {
         if bits & IDS != 0 {
             out.append(&mut lock(&self.ids));
         }
-        if bits & OPS != 0 {
+        if let Some(ops) = ops.filter(|_| bits & OPS != 0) {
             let mut queued = lock(&self.ops);
             if ops.is_empty() {
                 std::mem::swap(ops, &mut *queued);
@@ -361,13 +373,13 @@ mod tests {
         r.push(id, &flag);
         r.push(id, &flag);
         let mut out = vec![];
-        r.drain_into(&mut out, &mut vec![]);
+        r.drain_into(&mut out, Some(&mut vec![]));
         assert_eq!(out, vec![id]);
         assert!(!r.has_pending());
         let _ = flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire);
         r.push(id, &flag);
         out.clear();
-        r.drain_into(&mut out, &mut vec![]);
+        r.drain_into(&mut out, Some(&mut vec![]));
         assert_eq!(out, vec![id]);
     }
 
@@ -500,7 +512,7 @@ mod loom_tests {
             let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
             remote.set_host(&mut None, &host);
             let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             let would_park = out.is_empty() && !remote.has_pending();
             t.join().unwrap();
 
@@ -511,7 +523,7 @@ mod loom_tests {
                 );
             }
             // Whatever happened, the id is delivered exactly once.
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             assert_eq!(out, vec![TaskId::new(1, 0)]);
         });
     }
@@ -535,7 +547,7 @@ mod loom_tests {
                 })
                 .collect();
             let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             let would_park = out.len() < 2 && !remote.has_pending();
             for t in ts {
                 t.join().unwrap();
@@ -546,9 +558,51 @@ mod loom_tests {
                     "the executor would park with a wake queued and no host wake"
                 );
             }
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             out.sort();
             assert_eq!(out, vec![TaskId::new(0, 0), TaskId::new(1, 0)]);
+        });
+    }
+
+    #[test]
+    fn loom_a_drain_of_wakes_alone_leaves_the_ops_pending() {
+        // The executor takes the wakes alone (its remote backlog is long)
+        // while one thread wakes a task and another sends two ops. The ops
+        // stay queued and `has_pending` stays true until a drain takes
+        // them, so the executor cannot park on them unseen; a later full
+        // drain takes both, in order; every wake is taken exactly once.
+        loom::model(|| {
+            let remote = Arc::new(Remote::default());
+            let woken = Arc::new(AtomicBool::new(false));
+            let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            remote.set_host(&mut None, &host);
+            let r1 = remote.clone();
+            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let r2 = remote.clone();
+            let sending = thread::spawn(move || {
+                r2.push_op(Abort(TaskId::new(2, 0))).is_ok()
+                    && r2.push_op(Abort(TaskId::new(3, 0))).is_ok()
+            });
+            let mut out = Vec::new();
+            remote.drain_into(&mut out, None);
+            let would_park = out.is_empty() && !remote.has_pending();
+            waking.join().unwrap();
+            assert!(sending.join().unwrap());
+            assert!(remote.has_pending(), "two ops queued and not drained");
+            if would_park {
+                assert!(
+                    woken.load(Ordering::SeqCst),
+                    "a wake queued and no host wake"
+                );
+            }
+            remote.drain_into(&mut out, None);
+            assert_eq!(out, vec![TaskId::new(1, 0)]);
+            let mut ops = Vec::new();
+            remote.drain_into(&mut out, Some(&mut ops));
+            assert_eq!(out.len(), 1);
+            assert_eq!(ops.len(), 2);
+            assert!(matches!(ops[0], Abort(id) if id == TaskId::new(2, 0)));
+            assert!(!remote.has_pending());
         });
     }
 
@@ -570,7 +624,7 @@ mod loom_tests {
             let r2 = remote.clone();
             let sending = thread::spawn(move || r2.push_op(Abort(TaskId::new(2, 0))).is_ok());
             let (mut out, mut ops) = (Vec::new(), Vec::new());
-            remote.drain_into(&mut out, &mut ops);
+            remote.drain_into(&mut out, Some(&mut ops));
             let would_park = (out.is_empty() || ops.is_empty()) && !remote.has_pending();
             waking.join().unwrap();
             assert!(sending.join().unwrap());
@@ -580,7 +634,7 @@ mod loom_tests {
                     "the executor would park with a wake or an op queued and no host wake"
                 );
             }
-            remote.drain_into(&mut out, &mut ops);
+            remote.drain_into(&mut out, Some(&mut ops));
             assert_eq!(out, vec![TaskId::new(1, 0)]);
             assert_eq!(ops.len(), 1);
         });
@@ -604,14 +658,14 @@ mod loom_tests {
                 t.join().unwrap();
             }
             let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             assert_eq!(out.len(), 1, "two wakes before a drain enqueue once");
             let _ = flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire);
             let (r, f) = (remote.clone(), flag.clone());
             let late = thread::spawn(move || r.push(TaskId::new(1, 0), &*f));
             late.join().unwrap();
             out.clear();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             assert_eq!(out.len(), 1, "a wake after the drain is queued again");
         });
     }
@@ -654,7 +708,7 @@ mod loom_tests {
             let mut tc = None;
             remote.set_host(&mut tc, &wc);
             let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             let would_wait = out.is_empty() && !remote.has_pending();
             waking.join().unwrap();
             leaving.join().unwrap();
@@ -740,7 +794,7 @@ mod loom_tests {
             let _ = remote.close();
             t.join().unwrap();
             let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             assert!(out.len() <= 1);
         });
     }

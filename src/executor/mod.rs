@@ -36,6 +36,7 @@
 //! goes through the task slab and raw-task API).
 
 pub(crate) mod accounting;
+pub(crate) mod backlog;
 pub(crate) mod batch;
 pub(crate) mod bounded;
 pub(crate) mod context;

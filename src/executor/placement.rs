@@ -5,6 +5,7 @@
 //! (R9). It may end the run in progress (through the stop flag); it never
 //! polls.
 
+use super::backlog::WINDOW;
 use super::core::Core;
 use super::core::RemoteOp;
 use super::queues::Queues;
@@ -12,15 +13,26 @@ use crate::boundary;
 use crate::task::harness::cancel_idle;
 
 impl Core {
-    /// Work at a poll boundary: foreign wakes, aborts, placement of queues
-    /// that became runnable, and the wake-up preemption decision (R9).
-    /// Inlined where it is called, so that the common boundary (a queue to
-    /// place, nothing in the inbox, no abort) costs one call.
+    /// Work at a poll boundary: foreign wakes, aborts, remote spawns the
+    /// windows admit (`executor/backlog.rs`), placement of queues that
+    /// became runnable, and the wake-up preemption decision (R9).
+    /// `turn_start`: the first boundary of a driver turn, which takes the
+    /// inbox's spawns whatever the backlog holds. Inlined where it is
+    /// called, so that the common boundary (a queue to place, nothing in
+    /// the inbox, no abort) costs one call.
     #[inline(always)]
-    pub(crate) fn boundary(&self) {
+    pub(crate) fn boundary(&self, turn_start: bool) {
         self.attention.set(false);
         if self.remote.has_pending() {
-            self.drain_inbox();
+            // The inbox's ops wait while the remote backlog is long (they
+            // are taken at the next turn's start); its wakes never do.
+            let take_ops = turn_start || self.backlog.waiting() < WINDOW as usize;
+            if take_ops || self.remote.has_wakes() {
+                self.drain_inbox(take_ops);
+            }
+        }
+        if self.backlog.has_open() {
+            self.admit_remote();
         }
         if !self.aborts.borrow().is_empty() {
             self.drop_aborted();
@@ -28,12 +40,16 @@ impl Core {
         self.place_activations(true);
     }
 
-    /// Foreign wakes and ops from the inbox.
+    /// Foreign wakes and ops from the inbox: the wakes always; the ops
+    /// (spawns, aborts, calls, in the order they came) with `take_ops`.
+    /// Spawns join their queue's line of the remote backlog
+    /// (`executor/backlog.rs`).
     #[cold]
     #[inline(never)]
-    fn drain_inbox(&self) {
+    fn drain_inbox(&self, take_ops: bool) {
         let (mut ids, mut ops) = self.inbox_batch.take();
-        self.remote.drain_into(&mut ids, &mut ops);
+        self.remote
+            .drain_into(&mut ids, take_ops.then_some(&mut ops));
         for id in ids.drain(..) {
             self.tasks.borrow().clear_remote_notified(id);
             self.wake_local(id);
@@ -42,9 +58,7 @@ impl Core {
             match op {
                 // The op may drop a future (aborted before it started), or
                 // a task's spawn may wake a host: user code.
-                RemoteOp::Spawn(spawn) => {
-                    self.panics.check(boundary::call(|| spawn.run(self)));
-                }
+                RemoteOp::Spawn(spawn) => self.backlog.push(spawn.queue(), spawn),
                 RemoteOp::Abort(id) => self.abort(id),
                 RemoteOp::Call(call) => {
                     self.panics.check(boundary::call(|| call(self)));

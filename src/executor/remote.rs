@@ -4,8 +4,11 @@
 //! aborts) such a task from any thread.
 //!
 //! A remote spawn is an op in the executor's inbox (the short-lock queue
-//! that foreign wakes use, which unparks the executor): the executor spawns
-//! the future at its next poll boundary. The task is then an ordinary task
+//! that foreign wakes use, which unparks the executor): at a poll boundary
+//! the executor takes it into its queue's line of the remote backlog, and
+//! spawns the future when the queue's admission window is open
+//! (`executor/backlog.rs`: up to 64 of the queue's remote tasks waiting
+//! for their first poll, again once half of them are polled). The task is then an ordinary task
 //! of its queue, but without a local join handle: when it ends, its result
 //! goes to the remote handle's slot. The op, the slot and the executor's
 //! delivery are one allocation ([`Shared`]), made by the spawning thread;
@@ -37,6 +40,7 @@ use std::pin::Pin;
 use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
+use super::backlog::{Admitted, Ticket};
 use super::core::Core;
 use super::core::{Remote, RemoteOp};
 use super::launch::Launch;
@@ -182,18 +186,26 @@ where
 
 /// A remote spawn as the executor runs it (type-erased [`Shared`]).
 pub(crate) trait SpawnOp: Send + Sync {
-    /// Spawns the task on the executor's thread, at a poll boundary.
-    fn run(self: Arc<Self>, core: &Core);
+    /// The queue the task is for.
+    fn queue(&self) -> usize;
+    /// Spawns the task on the executor's thread, at a poll boundary; its
+    /// future holds `ticket` until its first poll.
+    fn run(self: Arc<Self>, core: &Core, ticket: Ticket);
     /// Drops the future unpolled: the handle reads `Cancelled`.
     fn cancel(self: Arc<Self>);
 }
 
 impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
-    fn run(self: Arc<Self>, core: &Core) {
+    fn queue(&self) -> usize {
+        self.spawn.queue
+    }
+
+    fn run(self: Arc<Self>, core: &Core, ticket: Ticket) {
         let Some(future) = take(&self.spawn.future) else {
             return;
         };
         if core.shutdown.get() || self.aborted.load(Ordering::Acquire) {
+            drop(ticket);
             // Aborted before it started, or the executor shuts down: the
             // future is dropped unpolled, then the handle reads Cancelled. Two calls into user code (the
             // future's destructor, the wake of the handle's waker), each
@@ -210,7 +222,7 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
             queue: self.spawn.queue,
             group: self.spawn.group,
             name: None,
-            future: future.launch(),
+            future: Admitted::new(future.launch(), ticket),
         };
         let Ok(oid) = core.spawn_detached(spawn) else {
             self.cancel_slot();
@@ -245,11 +257,23 @@ fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
 pub(crate) struct RemoteSpawn(Option<Arc<dyn SpawnOp>>);
 
 impl RemoteSpawn {
-    /// Runs the spawn on the executor's thread.
-    pub(crate) fn run(mut self, core: &Core) {
+    /// The queue the task is for.
+    pub(crate) fn queue(&self) -> usize {
+        self.0.as_ref().map_or(0, |op| op.queue())
+    }
+
+    /// Runs the spawn on the executor's thread; the task's future holds
+    /// `ticket` until its first poll.
+    pub(crate) fn run(mut self, core: &Core, ticket: Ticket) {
         if let Some(op) = self.0.take() {
-            op.run(core);
+            op.run(core, ticket);
         }
+    }
+
+    /// A spawn op of no task (the backlog's tests).
+    #[cfg(test)]
+    pub(crate) fn empty() -> Self {
+        Self(None)
     }
 }
 
@@ -263,9 +287,15 @@ impl Drop for RemoteSpawn {
 
 /// A `Send + Sync` handle that spawns `Send` futures onto an executor's
 /// queues from any thread (an accept loop, a thread pool, a foreign
-/// runtime). The executor is woken (unparked, or its host runtime woken) and
-/// spawns the task at its next poll boundary; from then on it is an
-/// ordinary task of its queue. Get one with
+/// runtime). The executor is woken (unparked, or its host runtime woken),
+/// takes the spawn at a poll boundary and makes it a task of its queue,
+/// in arrival order, until 64 remote tasks of that queue wait for their
+/// first poll (and again, up to 64, once half of them are polled): from
+/// then on it is an ordinary task of its queue. A flood of remote spawns so costs
+/// the executor a bounded number of tasks per queue, and spawns beyond
+/// them wait in the spawning thread's allocations
+/// ([`QueueStats::remote_waiting`](crate::QueueStats::remote_waiting)
+/// counts them). Get one with
 /// [`Executor::remote_spawner`](crate::Executor::remote_spawner). Clone it
 /// freely; it does not keep the executor alive: after the executor is
 /// dropped, spawning gives [`SpawnError::Shutdown`].

@@ -130,7 +130,7 @@ impl Core {
         r.turn.polls_left.set(self.cfg.max_polls);
         r.turn.over.set(false);
         bump(&self.counters.turns);
-        self.boundary();
+        self.boundary(true);
         loop {
             // The pick and the start of the run it picks, under one borrow.
             let started = {
@@ -155,7 +155,7 @@ impl Core {
             // Whatever needs boundary work (a placement, an abort, the
             // inbox) set `attention` or the inbox's flag.
             if self.attention.get() || self.remote.has_pending() {
-                self.boundary();
+                self.boundary(false);
             }
         }
     }
@@ -383,7 +383,7 @@ impl Core {
             return Step::EndRun;
         }
         if self.attention.get() || self.remote.has_pending() {
-            self.boundary();
+            self.boundary(false);
         }
         if r.end.stop.get() {
             Step::EndRun

@@ -130,7 +130,7 @@ mod loom_tests {
             assert_eq!(deallocs() - before, 1, "freed once");
             let mut out = Vec::new();
             let mut late = Vec::new();
-            remote.drain_into(&mut out, &mut late);
+            remote.drain_into(&mut out, Some(&mut late));
             assert!(late.is_empty(), "an op queued after close");
             assert!(out.len() <= 1);
             assert_eq!(
@@ -222,7 +222,7 @@ mod loom_tests {
                 waker.wake(); // a second wake before the drain: merged
             });
             let mut out = Vec::new();
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             for id in out.drain(..) {
                 slab.clear_remote_notified(id);
             }
@@ -230,7 +230,7 @@ mod loom_tests {
             t.join().unwrap();
             assert_eq!(FUTURE_DROPS.load(Ordering::SeqCst) - drops_before, 1);
             assert_eq!(deallocs() - before, 1, "freed once");
-            remote.drain_into(&mut out, &mut Vec::new());
+            remote.drain_into(&mut out, Some(&mut Vec::new()));
             assert!(out.len() <= 1, "two wakes enqueued the task twice");
             assert_eq!(
                 std::sync::Arc::strong_count(&remote),
