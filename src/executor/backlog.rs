@@ -105,6 +105,21 @@ impl Backlog {
         self.list(q, line);
     }
 
+    /// Takes a place in queue `q`'s window for a spawn that arrives now,
+    /// if it can be admitted at once: nothing waits before it in its line
+    /// and the window is open. `false`: it must wait in the line
+    /// ([`push`](Self::push)).
+    pub(crate) fn admit_now(&self, q: usize) -> bool {
+        let mut lines = self.lines.borrow_mut();
+        let line = &mut lines[q];
+        if !line.spawns.is_empty() || line.full {
+            return false;
+        }
+        line.unpolled += 1;
+        line.full = line.unpolled == WINDOW;
+        true
+    }
+
     /// The next spawn to admit, with its queue; its place in the window is
     /// taken (given back by [`polled`](Self::polled)). `None` when no queue
     /// with a spawn waiting has room.
@@ -233,6 +248,20 @@ impl Core {
     pub(crate) fn remote_polled(&self, q: usize) {
         if self.backlog.polled(q) && !self.shutdown.get() {
             self.attention.set(true);
+        }
+    }
+
+    /// A spawn taken from the inbox: made a task at once if its queue's
+    /// window admits it with nothing waiting before it, else put at the
+    /// end of its queue's line.
+    pub(crate) fn take_remote(&self, spawn: RemoteSpawn) {
+        let q = spawn.queue();
+        if self.backlog.admit_now(q) {
+            let ticket = Ticket::new(self.me.clone(), q);
+            self.panics
+                .check(boundary::call(|| spawn.run(self, ticket)));
+        } else {
+            self.backlog.push(q, spawn);
         }
     }
 

@@ -42,8 +42,9 @@ impl Core {
 
     /// Foreign wakes and ops from the inbox: the wakes always; the ops
     /// (spawns, aborts, calls, in the order they came) with `take_ops`.
-    /// Spawns join their queue's line of the remote backlog
-    /// (`executor/backlog.rs`).
+    /// A spawn becomes a task at once when its queue's admission window
+    /// is open and nothing waits before it, else joins its queue's line
+    /// of the remote backlog (`executor/backlog.rs`).
     #[cold]
     #[inline(never)]
     fn drain_inbox(&self, take_ops: bool) {
@@ -58,7 +59,8 @@ impl Core {
             match op {
                 // The op may drop a future (aborted before it started), or
                 // a task's spawn may wake a host: user code.
-                RemoteOp::Spawn(spawn) => self.backlog.push(spawn.queue(), spawn),
+                // A task now, or into its queue's line of the backlog.
+                RemoteOp::Spawn(spawn) => self.take_remote(spawn),
                 RemoteOp::Abort(id) => self.abort(id),
                 RemoteOp::Call(call) => {
                     self.panics.check(boundary::call(|| call(self)));
