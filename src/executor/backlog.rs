@@ -16,6 +16,10 @@
 //! is per queue, so that a slow queue's backlog never holds back another
 //! queue's spawns.
 //!
+//! A spawn taken from the inbox with nothing waiting before it in its line
+//! and its queue's window open becomes a task at once (the usual case of
+//! an executor that keeps up); otherwise it joins the end of its line.
+//!
 //! The executor takes the inbox's spawns at every poll boundary while the
 //! backlog holds fewer than `WINDOW` spawns in all, and otherwise once a
 //! driver turn: under a flood the spawning thread queues into the inbox

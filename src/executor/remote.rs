@@ -294,7 +294,7 @@ impl Drop for RemoteSpawn {
 /// then on it is an ordinary task of its queue. A flood of remote spawns so costs
 /// the executor a bounded number of tasks per queue, and spawns beyond
 /// them wait in the spawning thread's allocations
-/// ([`QueueStats::remote_waiting`](crate::QueueStats::remote_waiting)
+/// ([`QueueStats::remote_waiting`](crate::stats::QueueStats::remote_waiting)
 /// counts them). Get one with
 /// [`Executor::remote_spawner`](crate::Executor::remote_spawner). Clone it
 /// freely; it does not keep the executor alive: after the executor is
