@@ -137,21 +137,8 @@ fn t9_one_queues_backlog_does_not_hold_back_another_queue() {
 #[test]
 fn t9_aborted_spawns_give_their_place_back() {
     let ex = Builder::new().queue(Q::Fg, 1).build().unwrap();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let polls = Arc::new(AtomicUsize::new(0));
-    let remote = ex.remote_spawner();
-    let handles: Vec<RemoteJoinHandle<usize>> = (0..100)
-        .map(|i| {
-            let (d, p) = (Dropped(drops.clone()), polls.clone());
-            remote
-                .spawn(Q::Fg, async move {
-                    p.fetch_add(1, Ordering::SeqCst);
-                    drop(d);
-                    i
-                })
-                .unwrap()
-        })
-        .collect();
+    let (drops, polls) = (Counter::default(), Counter::default());
+    let handles = spawn_counted(&ex, 100, &drops, &polls);
     for h in &handles[..70] {
         h.abort();
     }
@@ -170,8 +157,11 @@ fn t9_aborted_spawns_give_their_place_back() {
     assert_eq!(st.remote_waiting, 0);
 }
 
+/// A count shared with remote tasks.
+type Counter = Arc<AtomicUsize>;
+
 /// Counts its drops.
-struct Dropped(Arc<AtomicUsize>);
+struct Dropped(Counter);
 
 impl Drop for Dropped {
     fn drop(&mut self) {
@@ -179,21 +169,16 @@ impl Drop for Dropped {
     }
 }
 
-// A backlog at shutdown: with one poll per turn, the first turn takes the
-// 100 spawns, admits 64 and polls R0 (63 unpolled: the window stays
-// closed); 36 wait (`remote_waiting`). Dropping the executor cancels them with the admitted
-// ones: every handle resolves, every future is dropped once, only R0 ran.
-#[test]
-fn t9_shutdown_cancels_the_backlog() {
-    let ex = Builder::new()
-        .queue(Q::Fg, 1)
-        .max_polls_per_turn(1)
-        .build()
-        .unwrap();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let polls = Arc::new(AtomicUsize::new(0));
+/// `n` remote spawns onto `Fg`: task `i` counts its poll in `polls` and
+/// the drop of what it holds in `drops`, and returns `i`.
+fn spawn_counted(
+    ex: &tourbillon::Executor<Q>,
+    n: usize,
+    drops: &Counter,
+    polls: &Counter,
+) -> Vec<RemoteJoinHandle<usize>> {
     let remote = ex.remote_spawner();
-    let handles: Vec<RemoteJoinHandle<usize>> = (0..100)
+    (0..n)
         .map(|i| {
             let (d, p) = (Dropped(drops.clone()), polls.clone());
             remote
@@ -204,7 +189,23 @@ fn t9_shutdown_cancels_the_backlog() {
                 })
                 .unwrap()
         })
-        .collect();
+        .collect()
+}
+
+// A backlog at shutdown: with one poll per turn, the first turn takes the
+// 100 spawns, admits 64 and polls R0 (63 unpolled: the window stays
+// closed); 36 wait (`remote_waiting`). Dropping the executor cancels them
+// with the admitted ones: every handle resolves, every future is dropped
+// once, only R0 ran.
+#[test]
+fn t9_shutdown_cancels_the_backlog() {
+    let ex = Builder::new()
+        .queue(Q::Fg, 1)
+        .max_polls_per_turn(1)
+        .build()
+        .unwrap();
+    let (drops, polls) = (Counter::default(), Counter::default());
+    let handles = spawn_counted(&ex, 100, &drops, &polls);
     // The main future yields once: one turn runs between its two polls.
     ex.block_on(yield_now());
     let st = ex.queue_stats(Q::Fg).unwrap();

@@ -10,11 +10,11 @@
 //! boundary, up to `WINDOW` again: admission is a batch per half window,
 //! as the bounded spawner's gate wakes a sender per half capacity. So a
 //! flood of remote spawns costs the executor at most `WINDOW` tasks in
-//! memory per queue, whatever its size: the
-//! executor's task cells, slab entries and run queue stay small and warm,
-//! and the backlog waits in the spawning thread's allocations. The window
-//! is per queue, so that a slow queue's backlog never holds back another
-//! queue's spawns.
+//! memory per queue, whatever its size: the executor's task cells, slab
+//! entries and run queue stay small and warm, and the backlog waits in the
+//! spawning thread's allocations. The window is per queue, so that a slow
+//! queue's backlog never holds back another queue's spawns (rule T9 in
+//! `docs/design.md`).
 //!
 //! A spawn taken from the inbox with nothing waiting before it in its line
 //! and its queue's window open becomes a task at once (the usual case of
@@ -28,7 +28,8 @@
 //! Foreign wakes are taken at every boundary, as always.
 //!
 //! [`Ticket`] is a remote task's place in its queue's window, held by its
-//! future ([`Admitted`]) until the first poll.
+//! future ([`Admitted`]) until the first poll. The boundary work that
+//! takes spawns from the inbox and admits them is `executor/placement.rs`'s.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -41,13 +42,11 @@ use pin_project_lite::pin_project;
 
 use super::core::Core;
 use super::remote::RemoteSpawn;
-use crate::boundary;
 
 /// Remote tasks of one queue that may wait for their first poll at once.
 pub(crate) const WINDOW: u32 = 64;
 
 /// The remote backlog of every queue (see the module's notes).
-#[derive(Default)]
 pub(crate) struct Backlog {
     lines: RefCell<Vec<Line>>,
     /// Spawns waiting, all queues.
@@ -243,53 +242,6 @@ impl<F: Future> Future for Admitted<F> {
         let this = self.project();
         drop(this.ticket.take());
         this.future.poll(cx)
-    }
-}
-
-impl Core {
-    /// A place in queue `q`'s window is free: if that opens the window
-    /// with spawns waiting, the next boundary admits them.
-    pub(crate) fn remote_polled(&self, q: usize) {
-        if self.backlog.polled(q) && !self.shutdown.get() {
-            self.attention.set(true);
-        }
-    }
-
-    /// A spawn taken from the inbox: made a task at once if its queue's
-    /// window admits it with nothing waiting before it, else put at the
-    /// end of its queue's line.
-    pub(crate) fn take_remote(&self, spawn: RemoteSpawn) {
-        let q = spawn.queue();
-        if self.backlog.admit_now(q) {
-            let ticket = Ticket::new(self.me.clone(), q);
-            self.panics
-                .check(boundary::call(|| spawn.run(self, ticket)));
-        } else {
-            self.backlog.push(q, spawn);
-        }
-    }
-
-    /// Makes tasks of the waiting spawns that the open windows admit,
-    /// each behind a boundary of its own (a spawn may drop a future
-    /// aborted before it started, or wake a host: user code). No borrow
-    /// of the backlog is held while a spawn runs.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn admit_remote(&self) {
-        while let Some((q, spawn)) = self.backlog.admit() {
-            let ticket = Ticket::new(self.me.clone(), q);
-            self.panics
-                .check(boundary::call(|| spawn.run(self, ticket)));
-        }
-    }
-
-    /// Shutdown: every waiting spawn runs, sees the shutdown and drops its
-    /// future; its handle reads `Cancelled`.
-    pub(crate) fn cancel_backlog(&self) {
-        for spawn in self.backlog.take_all() {
-            self.panics
-                .check(boundary::call(|| spawn.run(self, Ticket::none())));
-        }
     }
 }
 

@@ -378,7 +378,12 @@ impl Core {
                 RemoteOp::Abort(_) => {}
             }
         }
-        self.cancel_backlog();
+        // Spawns waiting in the remote backlog: the same, in queue then
+        // arrival order.
+        for spawn in self.backlog.take_all() {
+            self.panics
+                .check(boundary::call(|| spawn.run(self, Ticket::none())));
+        }
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
         let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());

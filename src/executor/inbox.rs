@@ -537,8 +537,7 @@ mod loom_tests {
         // queued, the host was woken (an unpark token).
         loom::model(|| {
             let remote = Arc::new(Remote::default());
-            let woken = Arc::new(AtomicBool::new(false));
-            let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            let (_flag, woken, host) = host();
             remote.set_host(&mut None, &host);
             let ts: Vec<_> = (0..2u32)
                 .map(|i| {
@@ -573,8 +572,7 @@ mod loom_tests {
         // drain takes both, in order; every wake is taken exactly once.
         loom::model(|| {
             let remote = Arc::new(Remote::default());
-            let woken = Arc::new(AtomicBool::new(false));
-            let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            let (_flag, woken, host) = host();
             remote.set_host(&mut None, &host);
             let r1 = remote.clone();
             let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
@@ -616,8 +614,7 @@ mod loom_tests {
         // was woken.
         loom::model(|| {
             let remote = Arc::new(Remote::default());
-            let woken = Arc::new(AtomicBool::new(false));
-            let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
+            let (_flag, woken, host) = host();
             remote.set_host(&mut None, &host);
             let r1 = remote.clone();
             let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));

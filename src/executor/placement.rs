@@ -1,14 +1,16 @@
 #![forbid(unsafe_code)]
 //! Work at a poll boundary (between two polls of a run, or between runs):
-//! foreign wakes and ops from the inbox, aborts, the placement of queues
+//! foreign wakes and ops from the inbox, the admission of remote spawns
+//! (`executor/backlog.rs`), aborts, the placement of queues
 //! that became runnable (EEVDF R6) and the wake-up preemption decision
 //! (R9). It may end the run in progress (through the stop flag); it never
 //! polls.
 
-use super::backlog::WINDOW;
+use super::backlog::{Ticket, WINDOW};
 use super::core::Core;
 use super::core::RemoteOp;
 use super::queues::Queues;
+use super::remote::RemoteSpawn;
 use crate::boundary;
 use crate::task::harness::cancel_idle;
 
@@ -68,6 +70,45 @@ impl Core {
             }
         }
         self.inbox_batch.set((ids, ops));
+    }
+
+    /// A spawn taken from the inbox: made a task at once if its queue's
+    /// window admits it with nothing waiting before it, else put at the
+    /// end of its queue's line of the remote backlog.
+    fn take_remote(&self, spawn: RemoteSpawn) {
+        let q = spawn.queue();
+        if self.backlog.admit_now(q) {
+            self.run_admitted(q, spawn);
+        } else {
+            self.backlog.push(q, spawn);
+        }
+    }
+
+    /// Makes tasks of the waiting spawns that the open windows admit. No
+    /// borrow of the backlog is held while a spawn runs.
+    #[cold]
+    #[inline(never)]
+    fn admit_remote(&self) {
+        while let Some((q, spawn)) = self.backlog.admit() {
+            self.run_admitted(q, spawn);
+        }
+    }
+
+    /// Runs an admitted spawn of queue `q` with the ticket of its place,
+    /// behind a boundary (it may drop a future aborted before it started,
+    /// or wake a host: user code).
+    fn run_admitted(&self, q: usize, spawn: RemoteSpawn) {
+        let ticket = Ticket::new(self.me.clone(), q);
+        self.panics
+            .check(boundary::call(|| spawn.run(self, ticket)));
+    }
+
+    /// A place in queue `q`'s window is free (`Ticket::drop`): if that
+    /// opens the window with spawns waiting, the next boundary admits them.
+    pub(crate) fn remote_polled(&self, q: usize) {
+        if self.backlog.polled(q) && !self.shutdown.get() {
+            self.attention.set(true);
+        }
     }
 
     /// Drops the aborted idle tasks.
