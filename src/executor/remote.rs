@@ -8,9 +8,9 @@
 //! the executor takes it into its queue's line of the remote backlog, and
 //! spawns the future when the queue's admission window is open
 //! (`executor/backlog.rs`: up to 64 of the queue's remote tasks waiting
-//! for their first poll, again once half of them are polled). The task is then an ordinary task
-//! of its queue, but without a local join handle: when it ends, its result
-//! goes to the remote handle's slot. The op, the slot and the executor's
+//! for their first poll, again once half of them are polled). The task is
+//! then an ordinary task of its queue, but without a local join handle:
+//! when it ends, its result goes to the remote handle's slot. The op, the slot and the executor's
 //! delivery are one allocation ([`Shared`]), made by the spawning thread;
 //! the executor moves the future out of it into the task, and attaches it
 //! to the task as its delivery (`TaskSlab::set_deliver`, no allocation).
@@ -291,9 +291,9 @@ impl Drop for RemoteSpawn {
 /// takes the spawn at a poll boundary and makes it a task of its queue,
 /// in arrival order, until 64 remote tasks of that queue wait for their
 /// first poll (and again, up to 64, once half of them are polled): from
-/// then on it is an ordinary task of its queue. A flood of remote spawns so costs
-/// the executor a bounded number of tasks per queue, and spawns beyond
-/// them wait in the spawning thread's allocations
+/// then on it is an ordinary task of its queue. A flood of remote spawns
+/// so costs the executor a bounded number of tasks per queue, and spawns
+/// beyond them wait in the spawning thread's allocations
 /// ([`QueueStats::remote_waiting`](crate::stats::QueueStats::remote_waiting)
 /// counts them). Get one with
 /// [`Executor::remote_spawner`](crate::Executor::remote_spawner). Clone it
