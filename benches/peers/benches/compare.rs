@@ -18,8 +18,11 @@
 //! the allocation counts are those of the executors).
 //!
 //! Systems: tourbillon with one `RunnableFifo` queue, with one `Las::new()`
-//! queue, with 4 queues of shares 1:2:3:4 and with 8 queues of shares
-//! 1:2:...:8 (tasks spread round-robin);
+//! queue, with 4 queues of shares 1:2:3:4, with 8 queues of shares
+//! 1:2:...:8 (tasks spread round-robin) and with one `RunnableFifo` queue
+//! that reads the clock once per poll (a stall detector of one hour, which
+//! never reports: the least that `Las`, the observability and an exact
+//! charge at each queue switch can cost);
 //! tokio `current_thread` + `LocalSet` (`spawn_local`, the baseline of every
 //! ratio); tokio `current_thread` with `tokio::spawn`; async-executor
 //! `LocalExecutor`; futures `LocalPool` (`spawn_local_with_handle`);
@@ -394,6 +397,9 @@ enum TbKind {
     Las,
     FourQueues,
     EightQueues,
+    /// One `RunnableFifo` queue and a stall detector of one hour, which
+    /// never reports: one clock read per poll and nothing else.
+    ClockPerPoll,
 }
 
 fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, String> {
@@ -421,6 +427,14 @@ fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, Strin
                 b = b.queue(q, q as u32 + 1);
             }
             8
+        }
+        TbKind::ClockPerPoll => {
+            b = b
+                .queue(0, 1)
+                .stall_detector(std::time::Duration::from_secs(3600), |s| {
+                    eprintln!("stall: {s}")
+                });
+            1
         }
     };
     let ex = b.build().map_err(|e| e.to_string())?;
@@ -471,6 +485,11 @@ fn run_tokio_local(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     let local = tokio::task::LocalSet::new();
     Ok(local.block_on(&rt, workload(&TokioLocal, w, sz)))
 }
+
+/// One `RunnableFifo` queue that reads the clock once per poll and does
+/// nothing with it (a stall detector of one hour): the least that `Las`,
+/// the observability and a charge per queue switch cost.
+const CLOCK_PER_POLL: &str = "tourbillon FIFO, a clock read per poll";
 
 /// The rows of the floor with queues (`floor/queues.rs`).
 const FLOOR_Q1: &str = "floor with queues, 1 queue";
@@ -774,6 +793,10 @@ fn systems() -> Vec<System_> {
             "tourbillon 8 queues 1:2:...:8",
             Box::new(|w, sz| run_tourbillon(TbKind::EightQueues, w, sz)),
         ),
+        (
+            CLOCK_PER_POLL,
+            Box::new(|w, sz| run_tourbillon(TbKind::ClockPerPoll, w, sz)),
+        ),
         ("async-executor LocalExecutor", Box::new(run_async_executor)),
         ("futures LocalPool", Box::new(run_local_pool)),
         (
@@ -899,6 +922,30 @@ impl Report<'_> {
                 })
             })
             .collect()
+    }
+
+    /// What one clock read per poll costs tourbillon's one-queue path, for
+    /// the targets that time polls or runs: W1 (six polls a task) is the
+    /// least `Las` and the observability can cost, W4 (one poll a
+    /// message) the least an exact charge at every queue switch can cost.
+    /// `(name, detail)`.
+    fn clock_floor(&self) -> Vec<(&'static str, String)> {
+        let fifo = "tourbillon FIFO";
+        [
+            ("W1 a clock read per poll / none", 0),
+            ("W4 a clock read per poll (per message) / none", 3),
+        ]
+        .iter()
+        .filter_map(|&(name, wi)| {
+            let r = self.ratio_between(CLOCK_PER_POLL, fifo, wi)?;
+            let extra = self.ns_per_unit(self.index(CLOCK_PER_POLL), wi)?
+                - self.ns_per_unit(self.index(fifo), wi)?;
+            Some((
+                name,
+                format!("{r:.3} ({CLOCK_PER_POLL} / {fifo}, medians; {extra:+.1} ns per unit)"),
+            ))
+        })
+        .collect()
     }
 
     /// What queues cost the floor with queues (`floor/queues.rs`), for
@@ -1492,6 +1539,15 @@ fn main() {
             "The same ratios for the floor with queues (no clock, weighted round-robin in polls):"
         );
         for (name, detail) in &yardsticks {
+            println!("  {name}: {detail}");
+        }
+    }
+
+    let clock = report.clock_floor();
+    if !clock.is_empty() {
+        println!();
+        println!("The clock's floor (tourbillon's one queue with a clock read per poll):");
+        for (name, detail) in &clock {
             println!("  {name}: {detail}");
         }
     }
