@@ -21,7 +21,8 @@
 //! queue, with 4 queues of shares 1:2:3:4, with 8 queues of shares
 //! 1:2:...:8 (tasks spread round-robin) and with one `RunnableFifo` queue
 //! that reads the clock once per poll (a stall detector of one hour, which
-//! never reports: the least that `Las`, the observability and an exact
+//! never reports: a clock read, a look at the task's name and a comparison
+//! per poll, about the least that `Las`, the observability and an exact
 //! charge at each queue switch can cost);
 //! tokio `current_thread` + `LocalSet` (`spawn_local`, the baseline of every
 //! ratio); tokio `current_thread` with `tokio::spawn`; async-executor
@@ -398,7 +399,8 @@ enum TbKind {
     FourQueues,
     EightQueues,
     /// One `RunnableFifo` queue and a stall detector of one hour, which
-    /// never reports: one clock read per poll and nothing else.
+    /// never reports: per poll, a clock read, a look at the task's name
+    /// and a comparison.
     ClockPerPoll,
 }
 
@@ -486,9 +488,9 @@ fn run_tokio_local(w: Workload, sz: &Sizes) -> Result<Sample, String> {
     Ok(local.block_on(&rt, workload(&TokioLocal, w, sz)))
 }
 
-/// One `RunnableFifo` queue that reads the clock once per poll and does
-/// nothing with it (a stall detector of one hour): the least that `Las`,
-/// the observability and a charge per queue switch cost.
+/// One `RunnableFifo` queue that reads the clock once per poll (a stall
+/// detector of one hour, which never reports): about the least that
+/// `Las`, the observability and a charge per queue switch cost.
 const CLOCK_PER_POLL: &str = "tourbillon FIFO, a clock read per poll";
 
 /// The rows of the floor with queues (`floor/queues.rs`).
@@ -924,10 +926,11 @@ impl Report<'_> {
             .collect()
     }
 
-    /// What one clock read per poll costs tourbillon's one-queue path, for
-    /// the targets that time polls or runs: W1 (six polls a task) is the
-    /// least `Las` and the observability can cost, W4 (one poll a
-    /// message) the least an exact charge at every queue switch can cost.
+    /// What one clock read per poll costs tourbillon's one-queue path (with
+    /// the stall detector's look at the task's name and its comparison),
+    /// for the targets that time polls or runs: W1 (six polls a task) for
+    /// `Las` and the observability, W4 (one poll a message) for an exact
+    /// charge at every queue switch.
     /// `(name, detail)`.
     fn clock_floor(&self) -> Vec<(&'static str, String)> {
         let fifo = "tourbillon FIFO";
