@@ -49,8 +49,9 @@
 //! timed rounds, a separate untimed pass counts allocations (a counting
 //! global allocator, switched on only for that pass) per spawned task on W1
 //! and W2. Prints a table per workload (median / min / max, ns per unit,
-//! ratio of medians to tokio `LocalSet`), the memory table and the project's
-//! targets; writes `compare.json` and `compare.svg` (ratios, log scale) to
+//! ratio of medians to tokio `LocalSet`), the memory table, the project's
+//! targets, the same ratios for the floor with queues and what the clock
+//! read per poll costs on W1 and W4; writes `compare.json` and `compare.svg` (ratios, log scale) to
 //! `compare/` in the target directory (`target/compare/` at the repository
 //! root by default) or to `--out DIR` (a relative `DIR` is relative to
 //! benches/peers, where cargo runs this bench).
