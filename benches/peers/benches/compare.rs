@@ -51,10 +51,11 @@
 //! and W2. Prints a table per workload (median / min / max, ns per unit,
 //! ratio of medians to tokio `LocalSet`), the memory table, the project's
 //! targets, the same ratios for the floor with queues and what the clock
-//! read per poll costs on W1 and W4; writes `compare.json` and `compare.svg` (ratios, log scale) to
-//! `compare/` in the target directory (`target/compare/` at the repository
-//! root by default) or to `--out DIR` (a relative `DIR` is relative to
-//! benches/peers, where cargo runs this bench).
+//! read per poll costs on W1 and W4; writes `compare.json` and `compare.svg`
+//! (ratios, log scale) to `compare/` in the target directory
+//! (`target/compare/` at the repository root by default) or to `--out DIR`
+//! (a relative `DIR` is relative to benches/peers, where cargo runs this
+//! bench).
 //!
 //! This bench is the target of the workspace member `tourbillon-peers`
 //! (benches/peers), whose dependencies are the peers, so that they are not
