@@ -358,6 +358,53 @@ fn shares_and_stats_are_per_core_and_merge() {
 }
 
 #[test]
+fn merged_stats_match_queues_by_name_across_cores_that_declare_different_queues() {
+    // Core 0 declares "a"; core 1 declares "b" first, then "a".
+    let pool = Pool::builder()
+        .cores(2)
+        .placement(Placement::Unpinned)
+        .executor(|core| {
+            if core == 0 {
+                Builder::new().queue("a", 2)
+            } else {
+                Builder::new().queue("b", 5).queue("a", 2)
+            }
+        })
+        .build()
+        .unwrap();
+    // (core, queue, tasks): "a" completes 2 + 4 = 6, "b" completes 3.
+    for (core, key, n) in [(0, "a", 2), (1, "b", 3), (1, "a", 4)] {
+        for _ in 0..n {
+            block_on(pool.submit_to(core, key, || async {})).unwrap();
+        }
+    }
+    let stats = block_on(pool.stats());
+    let merged = stats.merged().unwrap();
+    let names: Vec<&str> = merged.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["\"a\"", "\"b\""]);
+    let (a, b) = (&merged.queues[0], &merged.queues[1]);
+    assert_eq!((a.spawned, a.completed), (6, 6));
+    assert_eq!((b.spawned, b.completed), (3, 3));
+    assert_eq!((a.shares, b.shares), (2, 5));
+    assert_eq!((a.scheduler, b.scheduler), ("RunnableFifo", "RunnableFifo"));
+    // Every counter is the sum of the same-named queue's over the cores.
+    let cores: Vec<_> = stats.cores.iter().flatten().collect();
+    for q in &merged.queues {
+        let same = || {
+            cores
+                .iter()
+                .flat_map(|c| c.queues.iter().filter(|o| o.name == q.name))
+        };
+        assert_eq!(q.polls, same().map(|o| o.polls).sum::<u64>());
+        assert_eq!(q.runs, same().map(|o| o.runs).sum::<u64>());
+        assert_eq!(q.service, same().map(|o| o.service).sum());
+        assert_eq!(q.cancelled + q.panicked, 0);
+    }
+    assert_eq!(merged.polls, cores.iter().map(|c| c.polls).sum::<u64>());
+    assert!(pool.shutdown(GRACE).unwrap().is_clean());
+}
+
+#[test]
 fn shutdown_lets_work_finish_within_the_grace_period() {
     let pool = pool(2);
     // Tasks that end only once the shutdown has begun: they finish while
