@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::executor::block_on;
 use tourbillon::pool::{
     current_core, ControlError, Distribution, Placement, Pool, PoolBuildError, ShutdownError,
-    SubmitError, TrySubmitError,
+    SubmitError, TrySubmitError, MAX_CORES,
 };
 use tourbillon::{Builder, PanicPolicy, SharesError};
 
@@ -118,6 +118,64 @@ fn building_reports_bad_input_with_typed_errors() {
         }
         other => panic!("expected ExecutorPanicked, got {:?}", other.map(|_| ())),
     }
+}
+
+#[test]
+fn more_cores_than_max_cores_are_refused_before_a_thread_starts() {
+    // The declaration runs on each core's thread: a count of 0 calls means
+    // no core thread came up.
+    let declared = Arc::new(AtomicUsize::new(0));
+    let build = |cores: usize, placement: Placement| {
+        let declared = declared.clone();
+        Pool::builder()
+            .cores(cores)
+            .placement(placement)
+            .executor(move |_| {
+                declared.fetch_add(1, Ordering::SeqCst);
+                queues()
+            })
+            .build()
+    };
+    let placements = [
+        Placement::Unpinned,
+        Placement::EachCpu,
+        Placement::Cpus(vec![0]),
+    ];
+    for placement in placements {
+        for cores in [usize::MAX, MAX_CORES + 1] {
+            let message =
+                format!("{cores} cores asked for, but a pool has at most 8192 (MAX_CORES)");
+            match build(cores, placement.clone()) {
+                Err(e @ PoolBuildError::TooManyCores { .. }) => {
+                    assert_eq!(
+                        e,
+                        PoolBuildError::TooManyCores {
+                            cores,
+                            max: MAX_CORES
+                        }
+                    );
+                    assert_eq!(e.to_string(), message);
+                }
+                other => panic!(
+                    "{placement:?}, {cores} cores: expected TooManyCores, got {:?}",
+                    other.map(|_| ())
+                ),
+            }
+        }
+    }
+    let list = Pool::builder()
+        .placement(Placement::Cpus(vec![0; MAX_CORES + 1]))
+        .executor(|_| queues())
+        .build();
+    assert!(matches!(
+        list,
+        Err(PoolBuildError::TooManyCores { cores, max: MAX_CORES }) if cores == MAX_CORES + 1
+    ));
+    assert!(matches!(
+        build(0, Placement::Unpinned),
+        Err(PoolBuildError::NoCores)
+    ));
+    assert_eq!(declared.load(Ordering::SeqCst), 0);
 }
 
 #[test]

@@ -62,7 +62,7 @@ mod stats;
 mod submit;
 mod timer;
 
-pub use builder::{Distribution, Host, Placement, PoolBuilder};
+pub use builder::{Distribution, Host, Placement, PoolBuilder, MAX_CORES};
 pub use core_thread::current_core;
 pub use error::{ControlError, PoolBuildError, ShutdownError, SubmitError, TrySubmitError};
 pub use shutdown::{CoreReport, ShutdownReport};
