@@ -146,7 +146,10 @@ where
     /// The capacity of each core's cross-core queue (default 1024): how
     /// many tasks submitted to the core may wait for their first poll.
     /// Beyond it the awaitable submissions wait and the `try_` ones report
-    /// [`TrySubmitError::Full`](super::TrySubmitError::Full).
+    /// [`TrySubmitError::Full`](super::TrySubmitError::Full). Any capacity
+    /// is accepted, as
+    /// [`BoundedRemoteSpawner::max_capacity`](crate::BoundedRemoteSpawner::max_capacity)
+    /// says (one above `isize::MAX` is never reached: no bound).
     pub fn queue_capacity(mut self, capacity: NonZeroUsize) -> Self {
         self.capacity = capacity;
         self
