@@ -587,6 +587,37 @@ fn outer_yield_survives_an_inner_run_in_the_same_poll() {
     assert_eq!(outer.stats().live_tasks, 0);
 }
 
+/// The main future of a driver nested in a task of another executor is
+/// not a task: `try_id` is `None` in it (under `block_on`, and under
+/// `run_until` across a yield), and the outer task's id is back once the
+/// nested call returns.
+#[test]
+fn a_nested_drivers_main_future_is_outside_the_enclosing_task() {
+    use tourbillon::task::{id, try_id};
+    let outer = executor();
+    let inner = Rc::new(executor());
+    let inner2 = inner.clone();
+    let h = outer
+        .spawn(Q::Fg, async move {
+            let in_block_on = inner2.block_on(async { try_id() });
+            let after_block_on = id();
+            let in_run_until = inner2
+                .run_until(async {
+                    let first = try_id();
+                    yield_now().await;
+                    (first, try_id())
+                })
+                .await;
+            (in_block_on, after_block_on, in_run_until, id())
+        })
+        .unwrap();
+    let me = Some(h.id());
+    let (in_block_on, after_block_on, in_run_until, after_run_until) = outer.block_on(h).unwrap();
+    assert_eq!(in_block_on, None);
+    assert_eq!(in_run_until, (None, None));
+    assert_eq!((Some(after_block_on), Some(after_run_until)), (me, me));
+}
+
 // ------------------------------------------ (f) block_on alone has no reactor
 
 /// The panic message of a task's `JoinError`, which must be a `String`.

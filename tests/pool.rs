@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::executor::block_on;
 use tourbillon::pool::{
     current_core, ControlError, Distribution, Placement, Pool, PoolBuildError, ShutdownError,
-    SubmitError, TrySubmitError,
+    SubmitError, TrySubmitError, MAX_CORES,
 };
 use tourbillon::{Builder, PanicPolicy, SharesError};
 
@@ -118,6 +118,64 @@ fn building_reports_bad_input_with_typed_errors() {
         }
         other => panic!("expected ExecutorPanicked, got {:?}", other.map(|_| ())),
     }
+}
+
+#[test]
+fn more_cores_than_max_cores_are_refused_before_a_thread_starts() {
+    // The declaration runs on each core's thread: a count of 0 calls means
+    // no core thread came up.
+    let declared = Arc::new(AtomicUsize::new(0));
+    let build = |cores: usize, placement: Placement| {
+        let declared = declared.clone();
+        Pool::builder()
+            .cores(cores)
+            .placement(placement)
+            .executor(move |_| {
+                declared.fetch_add(1, Ordering::SeqCst);
+                queues()
+            })
+            .build()
+    };
+    let placements = [
+        Placement::Unpinned,
+        Placement::EachCpu,
+        Placement::Cpus(vec![0]),
+    ];
+    for placement in placements {
+        for cores in [usize::MAX, MAX_CORES + 1] {
+            let message =
+                format!("{cores} cores asked for, but a pool has at most 8192 (MAX_CORES)");
+            match build(cores, placement.clone()) {
+                Err(e @ PoolBuildError::TooManyCores { .. }) => {
+                    assert_eq!(
+                        e,
+                        PoolBuildError::TooManyCores {
+                            cores,
+                            max: MAX_CORES
+                        }
+                    );
+                    assert_eq!(e.to_string(), message);
+                }
+                other => panic!(
+                    "{placement:?}, {cores} cores: expected TooManyCores, got {:?}",
+                    other.map(|_| ())
+                ),
+            }
+        }
+    }
+    let list = Pool::builder()
+        .placement(Placement::Cpus(vec![0; MAX_CORES + 1]))
+        .executor(|_| queues())
+        .build();
+    assert!(matches!(
+        list,
+        Err(PoolBuildError::TooManyCores { cores, max: MAX_CORES }) if cores == MAX_CORES + 1
+    ));
+    assert!(matches!(
+        build(0, Placement::Unpinned),
+        Err(PoolBuildError::NoCores)
+    ));
+    assert_eq!(declared.load(Ordering::SeqCst), 0);
 }
 
 #[test]
@@ -354,6 +412,53 @@ fn shares_and_stats_are_per_core_and_merge() {
         block_on(pool.set_shares(5, "bg", 1)),
         Err(ControlError::UnknownCore { core: 5, cores: 2 })
     ));
+    assert!(pool.shutdown(GRACE).unwrap().is_clean());
+}
+
+#[test]
+fn merged_stats_match_queues_by_name_across_cores_that_declare_different_queues() {
+    // Core 0 declares "a"; core 1 declares "b" first, then "a".
+    let pool = Pool::builder()
+        .cores(2)
+        .placement(Placement::Unpinned)
+        .executor(|core| {
+            if core == 0 {
+                Builder::new().queue("a", 2)
+            } else {
+                Builder::new().queue("b", 5).queue("a", 2)
+            }
+        })
+        .build()
+        .unwrap();
+    // (core, queue, tasks): "a" completes 2 + 4 = 6, "b" completes 3.
+    for (core, key, n) in [(0, "a", 2), (1, "b", 3), (1, "a", 4)] {
+        for _ in 0..n {
+            block_on(pool.submit_to(core, key, || async {})).unwrap();
+        }
+    }
+    let stats = block_on(pool.stats());
+    let merged = stats.merged().unwrap();
+    let names: Vec<&str> = merged.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["\"a\"", "\"b\""]);
+    let (a, b) = (&merged.queues[0], &merged.queues[1]);
+    assert_eq!((a.spawned, a.completed), (6, 6));
+    assert_eq!((b.spawned, b.completed), (3, 3));
+    assert_eq!((a.shares, b.shares), (2, 5));
+    assert_eq!((a.scheduler, b.scheduler), ("RunnableFifo", "RunnableFifo"));
+    // Every counter is the sum of the same-named queue's over the cores.
+    let cores: Vec<_> = stats.cores.iter().flatten().collect();
+    for q in &merged.queues {
+        let same = || {
+            cores
+                .iter()
+                .flat_map(|c| c.queues.iter().filter(|o| o.name == q.name))
+        };
+        assert_eq!(q.polls, same().map(|o| o.polls).sum::<u64>());
+        assert_eq!(q.runs, same().map(|o| o.runs).sum::<u64>());
+        assert_eq!(q.service, same().map(|o| o.service).sum());
+        assert_eq!(q.cancelled + q.panicked, 0);
+    }
+    assert_eq!(merged.polls, cores.iter().map(|c| c.polls).sum::<u64>());
     assert!(pool.shutdown(GRACE).unwrap().is_clean());
 }
 

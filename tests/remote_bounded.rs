@@ -115,6 +115,28 @@ fn try_spawn_reports_full_and_hands_the_future_back() {
     assert_eq!(sum, 6);
 }
 
+// The largest capacity is kept as asked: `max_capacity` is what the
+// spawner was made with, and `capacity` the room left, that minus the tasks
+// not yet first-polled.
+#[test]
+fn max_capacity_is_the_capacity_asked_for_even_the_largest() {
+    let ex = executor();
+    let tx = ex.bounded_remote_spawner(NonZeroUsize::MAX);
+    assert_eq!((tx.capacity(), tx.max_capacity()), (usize::MAX, usize::MAX));
+    let a = tx.try_spawn(0, async { 1 }).unwrap();
+    let b = tx.try_spawn(0, async { 2 }).unwrap();
+    assert_eq!(
+        (tx.capacity(), tx.max_capacity()),
+        (usize::MAX - 2, usize::MAX)
+    );
+    assert_eq!(ex.run_until_stalled(), 2);
+    assert_eq!(tx.capacity(), usize::MAX);
+    assert_eq!(
+        ex.block_on(async { a.await.unwrap() + b.await.unwrap() }),
+        3
+    );
+}
+
 // The capacity counts tasks not yet first-polled: a task that is pending
 // (polled once, not finished) no longer holds room.
 #[test]

@@ -219,12 +219,17 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
     }
 
     /// The room left now: how many tasks could be submitted without
-    /// waiting (0 while senders wait), as tokio's `Sender::capacity`.
+    /// waiting (0 while senders wait), as tokio's `Sender::capacity`:
+    /// [`max_capacity`](Self::max_capacity) less the tasks of this spawner
+    /// (and its clones) not yet polled.
     pub fn capacity(&self) -> usize {
         self.gate.available()
     }
 
     /// The capacity it was made with, as tokio's `Sender::max_capacity`.
+    /// Any capacity is kept as given, up to `usize::MAX`; one above
+    /// `isize::MAX` is never filled, since fewer tasks than that can be
+    /// alive at once (each is an allocation), so it bounds nothing.
     pub fn max_capacity(&self) -> usize {
         self.gate.capacity
     }

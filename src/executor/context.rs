@@ -66,7 +66,7 @@ pub(crate) fn with_current_ref<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
 }
 
 /// The context of each poll of a run (inside a run: see
-/// [`current::begin_run`]): marks the task being polled on this thread.
+/// [`current::save_marker`]): marks the task being polled on this thread.
 pub(crate) struct TaskScope;
 
 impl PollScope for TaskScope {

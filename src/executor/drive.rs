@@ -27,11 +27,17 @@ use super::context;
 use super::core::{bump, Core};
 use super::inbox::HostToken;
 use super::run_loop::Turn;
+use crate::task::current::{self, SavedMarker};
 
-/// Marks the core as driven for the guard's life; restores on unwind.
+/// Marks the core as driven for the guard's life, and clears the
+/// current-task marker of an enclosing poll (a task of another executor
+/// that calls the driver), so that the driver's main future is polled
+/// outside any task (`task::try_id` is `None` in it); restores both when
+/// dropped, also on unwind.
 struct DriveGuard<'a> {
     core: &'a Core,
     _enter: context::EnterGuard,
+    _marker: SavedMarker,
 }
 
 impl<'a> DriveGuard<'a> {
@@ -47,6 +53,7 @@ impl<'a> DriveGuard<'a> {
         DriveGuard {
             core,
             _enter: enter,
+            _marker: current::save_marker(),
         }
     }
 }

@@ -43,10 +43,20 @@ use std::sync::atomic::Ordering;
 /// the bit: if it is set and half the room is free, it wakes the line.
 /// Read-modify-writes of one word are totally ordered, so one of the two
 /// sees the other.
+///
+/// The capacity asked for is kept as it was given (`capacity`, any
+/// `usize`); the word counts permits below its [`WAITING`] bit, so the
+/// permits it lets out are bounded by `limit`, the capacity but at most
+/// `WAITING - 1` (`isize::MAX`). The two differ only for a capacity no
+/// count can reach: each permit holds a clone of the gate's `Arc`, whose
+/// count may not pass `isize::MAX`, and belongs to a live task allocation.
 pub(crate) struct Gate {
+    /// The capacity the spawner was made with.
     pub(super) capacity: usize,
+    /// The most permits taken at once: `capacity`, at most `WAITING - 1`.
+    limit: usize,
     /// Waiting senders are woken when `used` is at most this (half the
-    /// capacity): a sender that floods the executor is woken once per
+    /// limit): a sender that floods the executor is woken once per
     /// `capacity / 2` tasks, not once per task.
     low: usize,
     /// Permits taken by tasks not yet polled (or being submitted), and
@@ -84,9 +94,11 @@ type Look = (Option<Acquire>, Option<Waker>, Option<Waker>);
 
 impl Gate {
     pub(crate) fn new(capacity: NonZeroUsize) -> Self {
+        let limit = capacity.get().min(WAITING - 1);
         Self {
-            capacity: capacity.get().min(WAITING - 1),
-            low: capacity.get().min(WAITING - 1) / 2,
+            capacity: capacity.get(),
+            limit,
+            low: limit / 2,
             word: AtomicUsize::new(0),
             state: Mutex::new(GateState::default()),
         }
@@ -102,12 +114,12 @@ impl Gate {
         self.word.load(Ordering::SeqCst) & !WAITING
     }
 
-    /// Takes a permit if fewer than the capacity are taken; with `new`, only
+    /// Takes a permit if fewer than the limit are taken; with `new`, only
     /// if nobody waits either.
     fn take_permit(&self, new: bool) -> bool {
         let mut word = self.word.load(Ordering::SeqCst);
         loop {
-            if (new && word & WAITING != 0) || word & !WAITING >= self.capacity {
+            if (new && word & WAITING != 0) || word & !WAITING >= self.limit {
                 return false;
             }
             match self.word.compare_exchange_weak(
@@ -281,7 +293,8 @@ impl Gate {
         }
     }
 
-    /// Room left now for a sender that does not wait.
+    /// Room left now for a sender that does not wait: the capacity less
+    /// the permits taken (never more than it).
     pub(super) fn available(&self) -> usize {
         let word = self.word.load(Ordering::SeqCst);
         if word & WAITING != 0 {

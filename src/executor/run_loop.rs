@@ -242,7 +242,7 @@ impl Core {
         bump(&self.counters.runs);
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
-        let _marker = crate::task::current::begin_run();
+        let _marker = crate::task::current::save_marker();
         let mut held = Held::new(self, q);
         let drained = self.poll_tasks(q, mode, &mut held);
         // Puts the batch back (`Held::put_back`) before the run's end.

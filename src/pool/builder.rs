@@ -82,6 +82,12 @@ pub struct PoolBuilder<K: QueueKey> {
     make: Option<MakeExecutor<K>>,
 }
 
+/// The largest number of cores of a pool: 8192, the most CPUs Linux can be
+/// built for (`NR_CPUS` of its largest configurations), so a pool with a
+/// core per CPU never needs more. [`PoolBuilder::build`] refuses a larger
+/// count with [`PoolBuildError::TooManyCores`] before it starts a thread.
+pub const MAX_CORES: usize = 8192;
+
 /// The default capacity of each core's cross-core queue.
 const DEFAULT_CAPACITY: NonZeroUsize = match NonZeroUsize::new(1024) {
     Some(n) => n,
@@ -107,9 +113,12 @@ where
         }
     }
 
-    /// The number of cores (threads, each with its executor). Default: one
-    /// per CPU of the affinity mask. With [`Placement::Cpus`] the list
-    /// gives the number; a different `cores` is refused.
+    /// The number of cores (threads, each with its executor), from 1 to
+    /// [`MAX_CORES`]. Default: one per CPU of the affinity mask (with
+    /// [`Placement::Unpinned`], of the available parallelism). With
+    /// [`Placement::Cpus`] the list gives the number; a different `cores`
+    /// is refused. `build` refuses 0 with [`PoolBuildError::NoCores`] and
+    /// more than [`MAX_CORES`] with [`PoolBuildError::TooManyCores`].
     pub fn cores(mut self, n: usize) -> Self {
         self.cores = Some(n);
         self
@@ -137,7 +146,10 @@ where
     /// The capacity of each core's cross-core queue (default 1024): how
     /// many tasks submitted to the core may wait for their first poll.
     /// Beyond it the awaitable submissions wait and the `try_` ones report
-    /// [`TrySubmitError::Full`](super::TrySubmitError::Full).
+    /// [`TrySubmitError::Full`](super::TrySubmitError::Full). Any capacity
+    /// is accepted, as
+    /// [`BoundedRemoteSpawner::max_capacity`](crate::BoundedRemoteSpawner::max_capacity)
+    /// says (one above `isize::MAX` is never reached: no bound).
     pub fn queue_capacity(mut self, capacity: NonZeroUsize) -> Self {
         self.capacity = capacity;
         self
@@ -159,8 +171,8 @@ where
     /// Starts the cores and waits until each executor is up.
     ///
     /// # Errors
-    /// [`PoolBuildError`]: no executor declared or no cores, a CPU not in
-    /// the affinity mask, a pinning failure, an executor declaration that
+    /// [`PoolBuildError`]: no executor declared, no cores or more than
+    /// [`MAX_CORES`], a CPU not in the affinity mask, a pinning failure, an executor declaration that
     /// was refused or panicked, a thread or host that could not start. The
     /// cores that started are stopped and joined before it returns.
     pub fn build(self) -> Result<Pool<K>, PoolBuildError> {

@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc};
 use std::task::Poll;
 use std::thread::{self, JoinHandle};
 
-use super::builder::{Host, MakeExecutor, Placement};
+use super::builder::{Host, MakeExecutor, Placement, MAX_CORES};
 use super::control::{CoreControl, Phase};
 use super::error::PoolBuildError;
 use super::shutdown::CoreReport;
@@ -58,19 +58,24 @@ pub(crate) fn current() -> Option<(u64, usize)> {
 }
 
 /// The CPU of each core (`None`: unpinned), from the builder's settings.
+/// Every count is checked against [`MAX_CORES`] before anything is
+/// allocated for it.
 pub(crate) fn plan(
     cores: Option<usize>,
     placement: &Placement,
 ) -> Result<Vec<Option<usize>>, PoolBuildError> {
+    if let Some(n) = cores {
+        within_max(n)?;
+    }
     let plan = match placement {
         Placement::Unpinned => {
             let n = cores
                 .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
-            vec![None; n]
+            vec![None; within_max(n)?]
         }
         Placement::EachCpu => {
             let mask = affinity_mask();
-            let n = cores.unwrap_or(mask.len());
+            let n = within_max(cores.unwrap_or(mask.len()))?;
             if n > mask.len() {
                 return Err(PoolBuildError::CoreCount {
                     cores: n,
@@ -80,6 +85,7 @@ pub(crate) fn plan(
             mask.into_iter().take(n).map(Some).collect()
         }
         Placement::Cpus(list) => {
+            within_max(list.len())?;
             if let Some(n) = cores.filter(|&n| n != list.len()) {
                 return Err(PoolBuildError::CoreCount {
                     cores: n,
@@ -100,6 +106,17 @@ pub(crate) fn plan(
         return Err(PoolBuildError::NoCores);
     }
     Ok(plan)
+}
+
+/// `cores`, if a pool may have that many.
+fn within_max(cores: usize) -> Result<usize, PoolBuildError> {
+    if cores > MAX_CORES {
+        return Err(PoolBuildError::TooManyCores {
+            cores,
+            max: MAX_CORES,
+        });
+    }
+    Ok(cores)
 }
 
 /// The CPUs that are online (Linux's `/sys/devices/system/cpu/online`,

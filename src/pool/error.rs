@@ -17,6 +17,15 @@ pub enum PoolBuildError {
     NoExecutor,
     /// Zero cores were asked for (or the placement lists no CPU).
     NoCores,
+    /// More cores were asked for ([`PoolBuilder::cores`](super::PoolBuilder::cores),
+    /// or the length of the [`Placement::Cpus`](super::Placement::Cpus)
+    /// list) than a pool may have.
+    TooManyCores {
+        /// The cores asked for.
+        cores: usize,
+        /// The most a pool may have, [`MAX_CORES`](super::MAX_CORES).
+        max: usize,
+    },
     /// [`PoolBuilder::cores`](super::PoolBuilder::cores) differs from the
     /// length of the [`Placement::Cpus`](super::Placement::Cpus) list, or
     /// asks for more cores than [`Placement::EachCpu`](super::Placement::EachCpu) has CPUs.
@@ -71,6 +80,10 @@ impl fmt::Display for PoolBuildError {
                 "no executor declared: call PoolBuilder::executor with the queues of every core"
             ),
             PoolBuildError::NoCores => write!(f, "a pool needs at least one core"),
+            PoolBuildError::TooManyCores { cores, max } => write!(
+                f,
+                "{cores} cores asked for, but a pool has at most {max} (MAX_CORES)"
+            ),
             PoolBuildError::CoreCount { cores, cpus } => write!(
                 f,
                 "{cores} cores asked for, but the placement has {cpus} CPUs"

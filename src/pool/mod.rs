@@ -1,7 +1,9 @@
 #![forbid(unsafe_code)]
 //! Thread-per-core: a [`Pool`] of executors, one per core, each on its
-//! own thread (pinned to a CPU, or not), each with the same queues, each
-//! driven by the host its builder chose (standalone, tokio, async-io).
+//! own thread (pinned to a CPU, or not), each with the queues its
+//! declaration gives it (the same on every core, or chosen by the core's
+//! index), each driven by the host its builder chose (standalone, tokio,
+//! async-io).
 //! Work moves between cores as `Send` closures that build their futures
 //! on the target core, so the futures themselves may hold `Rc`s and
 //! thread-local state: [`Pool::spawn_on`] (the task's handle),
@@ -60,7 +62,7 @@ mod stats;
 mod submit;
 mod timer;
 
-pub use builder::{Distribution, Host, Placement, PoolBuilder};
+pub use builder::{Distribution, Host, Placement, PoolBuilder, MAX_CORES};
 pub use core_thread::current_core;
 pub use error::{ControlError, PoolBuildError, ShutdownError, SubmitError, TrySubmitError};
 pub use shutdown::{CoreReport, ShutdownReport};
@@ -414,7 +416,7 @@ where
     }
 
     /// The statistics of every core, each taken on its thread at its next
-    /// poll boundary; [`PoolStats::merged`] sums them.
+    /// poll boundary; [`PoolStats::merged`] sums them, queue by queue name.
     pub async fn stats(&self) -> PoolStats {
         let mut cores = Vec::with_capacity(self.cores());
         for core in 0..self.cores() {

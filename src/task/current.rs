@@ -1,7 +1,9 @@
 //! The task being polled on this thread: set by the run loop around each
 //! poll (through the harness's `PollScope`), read by `yield_now`'s fast
-//! path and by `task::id()`. A run saves and restores the marker of an
-//! enclosing poll (an executor driven inside another executor's task).
+//! path and by `task::id()`. A driver (`block_on`, a poll of `run_until`,
+//! `run_until_stalled`) and each run save, clear and restore the marker of
+//! an enclosing poll (an executor driven inside another executor's task),
+//! so a driver's main future, which is no task, sees no task.
 
 use std::cell::Cell;
 
@@ -16,32 +18,35 @@ thread_local! {
 }
 
 /// The poll marker of an enclosing poll (a task of an outer executor that
-/// runs this one inside its own poll), saved when a run starts and
-/// restored when it ends (also when unwinding), so that a yield of the
+/// runs this one inside its own poll), saved when a driver is entered or a
+/// run starts and restored when it ends (also when unwinding): the
+/// driver's main future is polled with no task marked, and a yield of the
 /// outer task is neither lost nor taken for an inner task's. Saved once
-/// per run rather than once per poll.
-pub(crate) struct RunMarker {
+/// per driver call (per poll of `run_until`) and once per run, never per
+/// task poll.
+pub(crate) struct SavedMarker {
     header: *const (),
     yielded: bool,
 }
 
-/// A run of this thread's executor starts: saves (and clears) the marker of
-/// an enclosing poll until the returned guard is dropped.
-pub(crate) fn begin_run() -> RunMarker {
-    RunMarker {
+/// A driver is entered or a run of this thread's executor starts: saves
+/// (and clears) the marker of an enclosing poll until the returned guard
+/// is dropped.
+pub(crate) fn save_marker() -> SavedMarker {
+    SavedMarker {
         header: POLLING.with(|p| p.replace(std::ptr::null())),
         yielded: YIELDED.with(|y| y.replace(false)),
     }
 }
 
-impl Drop for RunMarker {
+impl Drop for SavedMarker {
     fn drop(&mut self) {
         let _ = POLLING.try_with(|p| p.set(self.header));
         let _ = YIELDED.try_with(|y| y.set(self.yielded));
     }
 }
 
-/// Marks the start of a poll of `task` (inside a run: see [`begin_run`]).
+/// Marks the start of a poll of `task` (inside a run: see [`save_marker`]).
 #[inline(always)]
 pub(crate) fn enter(task: RawTask) {
     POLLING.with(|p| p.set(task.header_addr()));
@@ -116,8 +121,8 @@ pub(crate) fn task_id() -> Option<TaskId> {
         return None;
     }
     // SAFETY: `POLLING` is not null only between `enter` and `leave` of one
-    // poll on this thread (a nested run clears it and restores it after,
-    // `begin_run`), and `enter` stores the header of a `RawTask` the harness
+    // poll on this thread (a nested driver and a nested run clear it and
+    // restore it after, `save_marker`), and `enter` stores the header of a `RawTask` the harness
     // is polling: its RUNNING bit keeps the cell alive until the poll
     // returns, so the header is alive while this thread is inside that poll.
     Some(unsafe { raw::header_ref(header) }.id)
@@ -168,8 +173,25 @@ pub fn id() -> TaskId {
 }
 
 /// The id of the task being polled on this thread, or `None` outside a
-/// task (in `block_on`'s own future, in a host runtime's task, on another
-/// thread).
+/// task: in the future given to [`Executor::block_on`](crate::Executor::block_on)
+/// or [`Executor::run_until`](crate::Executor::run_until) (also when that
+/// call is made inside a task of another executor, whose id is back once
+/// it returns), in a host runtime's task, on another thread.
+///
+/// ```
+/// use tourbillon::{task, Builder};
+///
+/// let outer = Builder::new().queue("main", 1).build().unwrap();
+/// let h = outer
+///     .spawn("main", async {
+///         let inner = Builder::new().queue("main", 1).build().unwrap();
+///         let nested = inner.block_on(async { task::try_id() });
+///         (nested, task::try_id())
+///     })
+///     .unwrap();
+/// let id = h.id();
+/// assert_eq!(outer.block_on(h).unwrap(), (None, Some(id)));
+/// ```
 pub fn try_id() -> Option<TaskId> {
     task_id()
 }
