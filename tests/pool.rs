@@ -725,3 +725,63 @@ fn submission_errors_are_send_and_sync_errors() {
     assert_eq!(join.into_panic().downcast_ref::<&str>(), Some(&"plain"));
     assert!(pool.shutdown(GRACE).unwrap().is_clean());
 }
+
+#[test]
+fn shutdown_counts_every_accepted_submission_it_cancels_by_queue() {
+    let pool = pool(1);
+    // The core's only task blocks its thread, then never completes.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (blocked_tx, blocked_rx) = mpsc::channel::<()>();
+    let mut handles = vec![pool
+        .try_spawn_on(0, "fg", move || async move {
+            blocked_tx.send(()).unwrap();
+            let _ = release_rx.recv();
+            std::future::pending::<()>().await
+        })
+        .unwrap()];
+    blocked_rx.recv().unwrap();
+    // Accepted while the core is blocked: they wait in its inbox (or, once
+    // it runs again, in its remote backlog or as tasks).
+    for i in 0..200 {
+        let key = if i % 5 < 3 { "fg" } else { "bg" };
+        handles.push(
+            pool.try_spawn_on(0, key, std::future::pending::<()>)
+                .unwrap(),
+        );
+    }
+    let shutter = {
+        let p = pool.clone();
+        std::thread::spawn(move || p.shutdown(Duration::ZERO).unwrap())
+    };
+    // The shutdown has begun once the pool refuses work (an unknown queue
+    // is refused for the shutdown first, and is never accepted).
+    while matches!(
+        pool.try_spawn_on(0, "none", || async {}),
+        Err(TrySubmitError::UnknownQueue(..))
+    ) {
+        std::thread::yield_now();
+    }
+    release_tx.send(()).unwrap();
+    let report = shutter.join().unwrap();
+    let cancelled = handles
+        .into_iter()
+        .map(|h| block_on(h).unwrap_err())
+        .filter(|e| e.is_cancelled())
+        .count();
+    assert_eq!(cancelled, 201);
+    assert_eq!(report.cancelled(), 201);
+    let core = &report.cores[0];
+    assert_eq!(core.cancelled, 201);
+    assert_eq!(
+        core.cancelled_by_queue,
+        vec![("\"fg\"".to_string(), 121), ("\"bg\"".to_string(), 80)]
+    );
+    assert!(!core.drained && !report.is_clean());
+    // The executor's own counters agree: every task it spawned ended.
+    let stats = core.stats.as_ref().unwrap();
+    assert_eq!(stats.live_tasks, 0);
+    for q in &stats.queues {
+        assert_eq!(q.spawned, q.completed + q.cancelled + q.panicked, "{q:?}");
+        assert_eq!(q.remote_waiting, 0);
+    }
+}

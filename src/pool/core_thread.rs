@@ -22,6 +22,7 @@ use super::shutdown::CoreReport;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::Executor;
 use crate::queue::QueueKey;
+use crate::stats::ExecutorStats;
 
 thread_local! {
     /// The pool and the core index of this thread, if it is a pool core.
@@ -284,12 +285,11 @@ where
             }),
         )
     };
-    let stats = ex.stats();
-    let cancelled = stats.live_tasks;
-    // Dropping the executor drops the tasks still alive (their handles
-    // read Cancelled), inside the host for its sockets' sake.
-    host.close(ex);
-    Some(CoreReport::ended(index, cpu, drained, cancelled, stats))
+    // The shutdown drops the tasks still alive and the submissions not yet
+    // tasks (their handles read Cancelled), inside the host for its
+    // sockets' sake, and counts them by queue.
+    let (cancelled, stats) = host.close(ex);
+    Some(CoreReport::ended(index, cpu, drained, &cancelled, stats))
 }
 
 /// A core's host, made on its thread.
@@ -328,18 +328,27 @@ impl HostRt {
         }
     }
 
-    /// Drops the executor (inside the tokio runtime's context, so that its
-    /// tasks' tokio resources deregister from their driver).
-    fn close<K: QueueKey>(self, ex: Executor<K>) {
+    /// Shuts the executor down and drops it (inside the tokio runtime's
+    /// context, so that its tasks' tokio resources deregister from their
+    /// driver); returns what the shutdown dropped unfinished, per queue,
+    /// and the executor's statistics after it.
+    fn close<K: QueueKey>(self, ex: Executor<K>) -> (Vec<u64>, ExecutorStats) {
+        let end = |ex: Executor<K>| {
+            let cancelled = ex.shut_down();
+            let stats = ex.stats();
+            drop(ex);
+            (cancelled, stats)
+        };
         match self {
             #[cfg(feature = "tokio")]
             HostRt::Tokio(rt) => {
                 let guard = rt.enter();
-                drop(ex);
+                let end = end(ex);
                 drop(guard);
                 drop(rt);
+                end
             }
-            _ => drop(ex),
+            _ => end(ex),
         }
     }
 }
