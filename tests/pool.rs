@@ -785,3 +785,31 @@ fn shutdown_counts_every_accepted_submission_it_cancels_by_queue() {
         assert_eq!(q.remote_waiting, 0);
     }
 }
+
+/// A panic payload whose destructor panics.
+struct PanickyPayload;
+
+impl Drop for PanickyPayload {
+    fn drop(&mut self) {
+        panic!("payload drop panic");
+    }
+}
+
+#[test]
+fn a_propagated_panic_whose_payload_panics_on_drop_is_reported_as_the_tasks() {
+    let pool = Pool::builder()
+        .cores(1)
+        .placement(Placement::Unpinned)
+        .executor(|_| queues().panic_policy(PanicPolicy::Propagate))
+        .build()
+        .unwrap();
+    let boom =
+        block_on(pool.submit_to(0, "fg", || async { std::panic::panic_any(PanickyPayload) }));
+    assert!(matches!(boom, Err(SubmitError::Join(_))), "{boom:?}");
+    let report = pool.shutdown(GRACE).unwrap();
+    assert_eq!(
+        report.cores[0].panic.as_deref(),
+        Some("a panic with a non-string payload")
+    );
+    assert_eq!(report.cores[0].cancelled, 0);
+}

@@ -19,6 +19,7 @@ use super::builder::{Host, MakeExecutor, Placement};
 use super::control::{CoreControl, Phase};
 use super::error::PoolBuildError;
 use super::shutdown::CoreReport;
+use crate::boundary;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::Executor;
 use crate::queue::QueueKey;
@@ -186,7 +187,9 @@ pub(crate) fn abandon(started: Vec<StartedCore>, e: PoolBuildError) -> PoolBuild
         core.control.advance(Phase::Abort);
     }
     for core in started {
-        let _ = core.thread.join();
+        if let Err(p) = core.thread.join() {
+            boundary::drop_payload(p);
+        }
     }
     e
 }
@@ -213,7 +216,12 @@ where
     match outcome {
         Ok(Some(report)) => report,
         Ok(None) => CoreReport::failed(index, cpu),
-        Err(payload) => CoreReport::panicked(index, cpu, &*payload),
+        Err(payload) => {
+            let report = CoreReport::panicked(index, cpu, &*payload);
+            // The payload's destructor is user code.
+            boundary::drop_payload(payload);
+            report
+        }
     }
 }
 
@@ -244,10 +252,12 @@ where
     let builder = match panic::catch_unwind(AssertUnwindSafe(|| make(index))) {
         Ok(b) => b,
         Err(p) => {
+            let message = super::shutdown::message(&*p);
+            boundary::drop_payload(p);
             return fail(PoolBuildError::ExecutorPanicked {
                 core: index,
-                message: super::shutdown::message(&*p),
-            })
+                message,
+            });
         }
     };
     let host = match HostRt::new(host) {

@@ -79,6 +79,7 @@ use core_thread::{CoreLink, StartedCore};
 use submit::{Job, LoadGuard, Tracked};
 use timer::Timer;
 
+use crate::boundary;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::core::{Core, RemoteOp};
 use crate::executor::launch::Make;
@@ -467,7 +468,11 @@ where
             .enumerate()
             .map(|(i, t)| match t.join() {
                 Ok(report) => report,
-                Err(p) => CoreReport::panicked(i, self.inner.cores[i].cpu, &*p),
+                Err(p) => {
+                    let report = CoreReport::panicked(i, self.inner.cores[i].cpu, &*p);
+                    boundary::drop_payload(p);
+                    report
+                }
             })
             .collect();
         Ok(ShutdownReport { cores })
