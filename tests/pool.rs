@@ -813,3 +813,58 @@ fn a_propagated_panic_whose_payload_panics_on_drop_is_reported_as_the_tasks() {
     );
     assert_eq!(report.cores[0].cancelled, 0);
 }
+
+/// Sends on its channel when dropped.
+struct Signal(mpsc::Sender<()>);
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+#[test]
+fn tasks_holding_a_pool_handle_do_not_keep_the_cores_alive() {
+    let pool = pool(2);
+    let outside = pool.handle();
+    let (started_tx, started_rx) = mpsc::channel();
+    let (dropped_tx, dropped_rx) = mpsc::channel();
+    for core in 0..2 {
+        let handle = pool.handle();
+        let started = started_tx.clone();
+        let signal = Signal(dropped_tx.clone());
+        drop(
+            pool.try_spawn_on(core, "fg", move || async move {
+                let _signal = signal;
+                started.send(()).unwrap();
+                // Holds the handle for as long as it lives.
+                loop {
+                    let _ = handle.load(core);
+                    tourbillon::yield_now().await;
+                }
+            })
+            .unwrap(),
+        );
+    }
+    started_rx.recv().unwrap();
+    started_rx.recv().unwrap();
+    drop(dropped_tx);
+    // The only `Pool` dropped: each core drops its task (and its handle).
+    drop(pool);
+    for _ in 0..2 {
+        dropped_rx.recv().unwrap();
+    }
+    assert!(matches!(
+        outside.try_spawn_on(0, "fg", || async {}),
+        Err(TrySubmitError::Shutdown(_))
+    ));
+    assert!(matches!(
+        block_on(outside.submit_to(1, "fg", || async {})),
+        Err(SubmitError::Shutdown)
+    ));
+    assert!(matches!(
+        block_on(outside.set_shares(0, "fg", 2)),
+        Err(ControlError::Shutdown)
+    ));
+    assert_eq!(block_on(outside.stats()).cores, vec![None, None]);
+}

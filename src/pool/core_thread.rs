@@ -32,7 +32,7 @@ thread_local! {
 
 /// The index of the pool core whose thread this is (`None` on any other
 /// thread). Code that runs on a core (its tasks, the closures of
-/// [`Pool::spawn_on`](super::Pool::spawn_on)) uses it to know where it is,
+/// [`PoolHandle::spawn_on`](super::PoolHandle::spawn_on)) uses it to know where it is,
 /// as Seastar's `this_shard_id()`.
 ///
 /// ```

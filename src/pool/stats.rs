@@ -5,7 +5,7 @@
 use crate::stats::{ExecutorStats, QueueStats};
 
 /// The statistics of every core of a pool, taken by
-/// [`Pool::stats`](super::Pool::stats): each is one executor's snapshot,
+/// [`PoolHandle::stats`](super::PoolHandle::stats): each is one executor's snapshot,
 /// taken on its thread at a poll boundary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
