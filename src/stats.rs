@@ -43,11 +43,16 @@ pub struct QueueStats {
     pub shares: u32,
     /// The scheduler ordering its tasks (`"RunnableFifo"`, `"custom"`).
     pub scheduler: &'static str,
-    /// Tasks spawned onto it.
+    /// Tasks spawned onto it: its local spawns, and the spawns from other
+    /// threads it admitted (made tasks). A remote spawn still waiting
+    /// ([`remote_waiting`](Self::remote_waiting)), or dropped by the
+    /// shutdown before it was admitted, is not a task and is not counted.
     pub spawned: u64,
     /// Tasks that returned their output.
     pub completed: u64,
-    /// Tasks that ended by `abort()`.
+    /// Tasks that ended cancelled: by `abort()`, or dropped unfinished by
+    /// the executor's shutdown. Once the executor is shut down, `spawned`
+    /// equals `completed + cancelled + panicked`.
     pub cancelled: u64,
     /// Tasks that panicked.
     pub panicked: u64,

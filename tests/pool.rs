@@ -830,3 +830,146 @@ fn submission_errors_are_send_and_sync_errors() {
     assert_eq!(join.into_panic().downcast_ref::<&str>(), Some(&"plain"));
     assert!(pool.shutdown(GRACE).unwrap().is_clean());
 }
+
+#[test]
+fn shutdown_counts_every_accepted_submission_it_cancels_by_queue() {
+    let pool = pool(1);
+    // The core's only task blocks its thread, then never completes.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (blocked_tx, blocked_rx) = mpsc::channel::<()>();
+    let mut handles = vec![pool
+        .try_spawn_on(0, "fg", move || async move {
+            blocked_tx.send(()).unwrap();
+            let _ = release_rx.recv();
+            std::future::pending::<()>().await
+        })
+        .unwrap()];
+    blocked_rx.recv().unwrap();
+    // Accepted while the core is blocked: they wait in its inbox (or, once
+    // it runs again, in its remote backlog or as tasks).
+    for i in 0..200 {
+        let key = if i % 5 < 3 { "fg" } else { "bg" };
+        handles.push(
+            pool.try_spawn_on(0, key, std::future::pending::<()>)
+                .unwrap(),
+        );
+    }
+    let shutter = {
+        let p = pool.clone();
+        std::thread::spawn(move || p.shutdown(Duration::ZERO).unwrap())
+    };
+    // The shutdown has begun once the pool refuses work (an unknown queue
+    // is refused for the shutdown first, and is never accepted).
+    while matches!(
+        pool.try_spawn_on(0, "none", || async {}),
+        Err(TrySubmitError::UnknownQueue(..))
+    ) {
+        std::thread::yield_now();
+    }
+    release_tx.send(()).unwrap();
+    let report = shutter.join().unwrap();
+    let cancelled = handles
+        .into_iter()
+        .map(|h| block_on(h).unwrap_err())
+        .filter(|e| e.is_cancelled())
+        .count();
+    assert_eq!(cancelled, 201);
+    assert_eq!(report.cancelled(), 201);
+    let core = &report.cores[0];
+    assert_eq!(core.cancelled, 201);
+    assert_eq!(
+        core.cancelled_by_queue,
+        vec![("\"fg\"".to_string(), 121), ("\"bg\"".to_string(), 80)]
+    );
+    assert!(!core.drained && !report.is_clean());
+    // The executor's own counters agree: every task it spawned ended.
+    let stats = core.stats.as_ref().unwrap();
+    assert_eq!(stats.live_tasks, 0);
+    for q in &stats.queues {
+        assert_eq!(q.spawned, q.completed + q.cancelled + q.panicked, "{q:?}");
+        assert_eq!(q.remote_waiting, 0);
+    }
+}
+
+/// A panic payload whose destructor panics.
+struct PanickyPayload;
+
+impl Drop for PanickyPayload {
+    fn drop(&mut self) {
+        panic!("payload drop panic");
+    }
+}
+
+#[test]
+fn a_propagated_panic_whose_payload_panics_on_drop_is_reported_as_the_tasks() {
+    let pool = Pool::builder()
+        .cores(1)
+        .placement(Placement::Unpinned)
+        .executor(|_| queues().panic_policy(PanicPolicy::Propagate))
+        .build()
+        .unwrap();
+    let boom =
+        block_on(pool.submit_to(0, "fg", || async { std::panic::panic_any(PanickyPayload) }));
+    assert!(matches!(boom, Err(SubmitError::Join(_))), "{boom:?}");
+    let report = pool.shutdown(GRACE).unwrap();
+    assert_eq!(
+        report.cores[0].panic.as_deref(),
+        Some("a panic with a non-string payload")
+    );
+    assert_eq!(report.cores[0].cancelled, 0);
+}
+
+/// Sends on its channel when dropped.
+struct Signal(mpsc::Sender<()>);
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+#[test]
+fn tasks_holding_a_pool_handle_do_not_keep_the_cores_alive() {
+    let pool = pool(2);
+    let outside = pool.handle();
+    let (started_tx, started_rx) = mpsc::channel();
+    let (dropped_tx, dropped_rx) = mpsc::channel();
+    for core in 0..2 {
+        let handle = pool.handle();
+        let started = started_tx.clone();
+        let signal = Signal(dropped_tx.clone());
+        drop(
+            pool.try_spawn_on(core, "fg", move || async move {
+                let _signal = signal;
+                started.send(()).unwrap();
+                // Holds the handle for as long as it lives.
+                loop {
+                    let _ = handle.load(core);
+                    tourbillon::yield_now().await;
+                }
+            })
+            .unwrap(),
+        );
+    }
+    started_rx.recv().unwrap();
+    started_rx.recv().unwrap();
+    drop(dropped_tx);
+    // The only `Pool` dropped: each core drops its task (and its handle).
+    drop(pool);
+    for _ in 0..2 {
+        dropped_rx.recv().unwrap();
+    }
+    assert!(matches!(
+        outside.try_spawn_on(0, "fg", || async {}),
+        Err(TrySubmitError::Shutdown(_))
+    ));
+    assert!(matches!(
+        block_on(outside.submit_to(1, "fg", || async {})),
+        Err(SubmitError::Shutdown)
+    ));
+    assert!(matches!(
+        block_on(outside.set_shares(0, "fg", 2)),
+        Err(ControlError::Shutdown)
+    ));
+    assert_eq!(block_on(outside.stats()).cores, vec![None, None]);
+}

@@ -235,7 +235,9 @@ async fn start_server(
         own: Vec::new(),
     };
     for core in 0..pool.cores() {
-        let (p, s) = (pool.clone(), stop.clone());
+        // The loops hold a handle that does not keep the pool alive (a
+        // `Pool` clone in a task would keep every core running).
+        let (p, s) = (pool.handle(), stop.clone());
         let shared = ports.shared;
         // The closure runs on `core`: the listeners are created there, in
         // that core's tokio runtime, and their accept loops stay there.

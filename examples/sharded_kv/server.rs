@@ -36,7 +36,7 @@ use futures::future::join_all;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
-use tourbillon::pool::{current_core, Pool};
+use tourbillon::pool::{current_core, PoolHandle};
 
 use crate::protocol::{complete_lines, parse_request, Request, Response, MAX_LINE};
 use crate::store;
@@ -92,7 +92,7 @@ pub fn listen(port: u16, shared: bool) -> io::Result<TcpListener> {
 /// own on this core's "fg" queue (`tourbillon::spawn` spawns on the queue
 /// of the calling task).
 pub async fn accept_loop(
-    pool: Pool<&'static str>,
+    pool: PoolHandle<&'static str>,
     listener: TcpListener,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -117,7 +117,7 @@ pub async fn accept_loop(
 }
 
 /// Serves one connection until the client closes its side.
-async fn serve(pool: Pool<&'static str>, mut stream: TcpStream) -> io::Result<()> {
+async fn serve(pool: PoolHandle<&'static str>, mut stream: TcpStream) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let mut inbuf = Vec::with_capacity(16 * 1024);
     let mut outbuf = Vec::with_capacity(16 * 1024);
@@ -147,7 +147,7 @@ async fn serve(pool: Pool<&'static str>, mut stream: TcpStream) -> io::Result<()
 /// Answers a batch of requests in order: those of this core's shard here,
 /// the others by one `submit_to` per foreign shard, all in flight at once.
 async fn execute(
-    pool: &Pool<&'static str>,
+    pool: &PoolHandle<&'static str>,
     batch: Vec<Result<Request, &'static str>>,
 ) -> Vec<Response> {
     let cores = pool.cores();

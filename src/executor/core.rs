@@ -355,22 +355,26 @@ impl Core {
     /// join handles then resolve to `Cancelled` (completed tasks left the
     /// slab already: their results wait in their handles' cells).
     ///
+    /// Returns, per queue, what it dropped unfinished: the tasks alive (each
+    /// also counted in its queue's `cancelled`) and the remote spawns it had
+    /// accepted and not made tasks yet (waiting in the inbox or the remote
+    /// backlog), whose handles read `Cancelled` too. Empty if the executor
+    /// was shut down already.
+    ///
     /// Every destructor, waker and callback it runs is a panic boundary,
     /// and their panics are dropped (nothing unwinds out of a drop): the
     /// shutdown always finishes.
-    pub(crate) fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) -> Vec<u64> {
         if self.shutdown.replace(true) {
-            return;
+            return Vec::new();
         }
+        let mut dropped = vec![0; self.queues.borrow().list.len()];
         // Spawn ops that never ran: run now, each sees the shutdown and
         // drops its future, then its delivery (its join handle reads
         // Cancelled), each behind a boundary of its own (either may panic).
         for op in self.remote.close() {
             match op {
-                RemoteOp::Spawn(spawn) => {
-                    self.panics
-                        .check(boundary::call(|| spawn.run(self, Ticket::none())));
-                }
+                RemoteOp::Spawn(spawn) => self.drop_spawn(spawn, &mut dropped),
                 // A call's drop may wake whoever waits for its answer.
                 RemoteOp::Call(call) => {
                     self.panics.check(boundary::call(|| drop(call)));
@@ -381,8 +385,7 @@ impl Core {
         // Spawns waiting in the remote backlog: the same, in queue then
         // arrival order.
         for spawn in self.backlog.take_all() {
-            self.panics
-                .check(boundary::call(|| spawn.run(self, Ticket::none())));
+            self.drop_spawn(spawn, &mut dropped);
         }
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
@@ -392,8 +395,20 @@ impl Core {
         }
         let report = self.stall_report.borrow_mut().take();
         self.drop_quietly(report);
-        self.drain_tasks();
+        self.drain_tasks(&mut dropped);
         self.panics.discard();
+        dropped
+    }
+
+    /// Drops an accepted remote spawn that never became a task (shutdown):
+    /// its future unpolled, then its handle reads `Cancelled`; counted in
+    /// `dropped` under its queue.
+    fn drop_spawn(&self, spawn: RemoteSpawn, dropped: &mut [u64]) {
+        if let Some(n) = dropped.get_mut(spawn.queue()) {
+            *n += 1;
+        }
+        self.panics
+            .check(boundary::call(|| spawn.run(self, Ticket::none())));
     }
 
     /// Drops `value`, whose destructor is user code, at shutdown.
@@ -403,8 +418,9 @@ impl Core {
         }
     }
 
-    /// Drops every unfinished task (shutdown).
-    fn drain_tasks(&self) {
+    /// Drops every unfinished task (shutdown), counting each in its queue's
+    /// `cancelled` and in `dropped`.
+    fn drain_tasks(&self, dropped: &mut [u64]) {
         // Destructors may drop join handles or wake tasks: each pass drops
         // with no borrow held, and the loop catches anything they left.
         loop {
@@ -419,6 +435,8 @@ impl Core {
                 // filter guards that.
                 for d in entries.iter().filter(|d| !d.entry.is_complete()) {
                     let (e, group) = (&d.entry, d.group);
+                    qs.list[e.queue()].counters.cancelled += 1;
+                    dropped[e.queue()] += 1;
                     qs.list[e.queue()].sched.forget(e.id(), group);
                     if self.groups.borrow_mut().leave(group) {
                         qs.group_ended(e.queue(), group);

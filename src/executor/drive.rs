@@ -276,7 +276,7 @@ impl<F: Future> Future for RunUntil<'_, F> {
 }
 
 /// A future that completes once no task of the executor is alive and no
-/// remote spawn waits in its inbox; polled
+/// remote spawn waits in its inbox or its remote backlog; polled
 /// as (part of) the main future of `block_on` or `run_until`. A driver that
 /// finds nothing runnable and no task alive wakes it
 /// ([`Core::wake_if_drained`]).
@@ -294,7 +294,10 @@ impl Future for Drained<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.core.tasks.borrow().len() == 0 && !self.core.remote.has_pending() {
+        if self.core.tasks.borrow().len() == 0
+            && !self.core.remote.has_pending()
+            && self.core.backlog.waiting() == 0
+        {
             return Poll::Ready(());
         }
         let mut slot = self.core.drained_waker.borrow_mut();
@@ -314,6 +317,7 @@ impl Core {
             Ok(mut slot) if slot.is_some() => {
                 if self.tasks.try_borrow().map_or(true, |t| t.len() > 0)
                     || self.remote.has_pending()
+                    || self.backlog.waiting() != 0
                 {
                     return;
                 }

@@ -316,6 +316,14 @@ impl<K: QueueKey> Executor<K> {
         drive::Drained::new(&self.spawner.core)
     }
 
+    /// Shuts the executor down now, as its drop does (the pool's cores,
+    /// inside their host's context): drops every unfinished task and every
+    /// remote spawn it accepted and has not made a task; returns how many,
+    /// per queue in declaration order (empty if it was shut down already).
+    pub(crate) fn shut_down(&self) -> Vec<u64> {
+        self.spawner.core.shutdown()
+    }
+
     /// A snapshot of the executor's counters and every queue's state.
     pub fn stats(&self) -> ExecutorStats {
         self.spawner.core.stats()

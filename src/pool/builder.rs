@@ -1,7 +1,7 @@
 #![forbid(unsafe_code)]
 //! [`PoolBuilder`]: how many cores, where their threads run
 //! ([`Placement`]), what drives each core's executor ([`Host`]), how
-//! [`Pool::spawn`](super::Pool::spawn) picks a core ([`Distribution`]),
+//! [`PoolHandle::spawn`](super::PoolHandle::spawn) picks a core ([`Distribution`]),
 //! and the executor every core declares. `build` starts the threads and
 //! waits until every core's executor is up (or one failed).
 
@@ -56,7 +56,7 @@ pub enum Host {
     AsyncIo,
 }
 
-/// How [`Pool::spawn`](super::Pool::spawn) chooses a core.
+/// How [`PoolHandle::spawn`](super::PoolHandle::spawn) chooses a core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Distribution {
@@ -136,7 +136,7 @@ where
         self
     }
 
-    /// How [`Pool::spawn`](super::Pool::spawn) picks a core (default
+    /// How [`PoolHandle::spawn`](super::PoolHandle::spawn) picks a core (default
     /// [`Distribution::RoundRobin`]).
     pub fn distribution(mut self, distribution: Distribution) -> Self {
         self.distribution = distribution;

@@ -11,6 +11,7 @@ use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use crate::boundary;
 use crate::sync::{Condvar, Mutex, MutexGuard};
 
 /// The phases of a core, in order; the pool only moves them forward.
@@ -71,8 +72,11 @@ impl CoreControl {
             st.waker.take()
         };
         if let Some(w) = waker {
-            // The host's (or `block_on`'s) waker of the core's thread.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+            // The host's (or `block_on`'s) waker of the core's thread: user
+            // code, as is its panic's payload.
+            if let Err(p) = boundary::call(|| w.wake()) {
+                boundary::drop_payload(p);
+            }
         }
     }
 

@@ -19,9 +19,11 @@ use super::builder::{Host, MakeExecutor, Placement, MAX_CORES};
 use super::control::{CoreControl, Phase};
 use super::error::PoolBuildError;
 use super::shutdown::CoreReport;
+use crate::boundary;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::Executor;
 use crate::queue::QueueKey;
+use crate::stats::ExecutorStats;
 
 thread_local! {
     /// The pool and the core index of this thread, if it is a pool core.
@@ -30,7 +32,7 @@ thread_local! {
 
 /// The index of the pool core whose thread this is (`None` on any other
 /// thread). Code that runs on a core (its tasks, the closures of
-/// [`Pool::spawn_on`](super::Pool::spawn_on)) uses it to know where it is,
+/// [`PoolHandle::spawn_on`](super::PoolHandle::spawn_on)) uses it to know where it is,
 /// as Seastar's `this_shard_id()`.
 ///
 /// ```
@@ -202,7 +204,9 @@ pub(crate) fn abandon(started: Vec<StartedCore>, e: PoolBuildError) -> PoolBuild
         core.control.advance(Phase::Abort);
     }
     for core in started {
-        let _ = core.thread.join();
+        if let Err(p) = core.thread.join() {
+            boundary::drop_payload(p);
+        }
     }
     e
 }
@@ -229,7 +233,12 @@ where
     match outcome {
         Ok(Some(report)) => report,
         Ok(None) => CoreReport::failed(index, cpu),
-        Err(payload) => CoreReport::panicked(index, cpu, &*payload),
+        Err(payload) => {
+            let report = CoreReport::panicked(index, cpu, &*payload);
+            // The payload's destructor is user code.
+            boundary::drop_payload(payload);
+            report
+        }
     }
 }
 
@@ -260,10 +269,12 @@ where
     let builder = match panic::catch_unwind(AssertUnwindSafe(|| make(index))) {
         Ok(b) => b,
         Err(p) => {
+            let message = super::shutdown::message(&*p);
+            boundary::drop_payload(p);
             return fail(PoolBuildError::ExecutorPanicked {
                 core: index,
-                message: super::shutdown::message(&*p),
-            })
+                message,
+            });
         }
     };
     let host = match HostRt::new(host) {
@@ -301,12 +312,11 @@ where
             }),
         )
     };
-    let stats = ex.stats();
-    let cancelled = stats.live_tasks;
-    // Dropping the executor drops the tasks still alive (their handles
-    // read Cancelled), inside the host for its sockets' sake.
-    host.close(ex);
-    Some(CoreReport::ended(index, cpu, drained, cancelled, stats))
+    // The shutdown drops the tasks still alive and the submissions not yet
+    // tasks (their handles read Cancelled), inside the host for its
+    // sockets' sake, and counts them by queue.
+    let (cancelled, stats) = host.close(ex);
+    Some(CoreReport::ended(index, cpu, drained, &cancelled, stats))
 }
 
 /// A core's host, made on its thread.
@@ -345,18 +355,27 @@ impl HostRt {
         }
     }
 
-    /// Drops the executor (inside the tokio runtime's context, so that its
-    /// tasks' tokio resources deregister from their driver).
-    fn close<K: QueueKey>(self, ex: Executor<K>) {
+    /// Shuts the executor down and drops it (inside the tokio runtime's
+    /// context, so that its tasks' tokio resources deregister from their
+    /// driver); returns what the shutdown dropped unfinished, per queue,
+    /// and the executor's statistics after it.
+    fn close<K: QueueKey>(self, ex: Executor<K>) -> (Vec<u64>, ExecutorStats) {
+        let end = |ex: Executor<K>| {
+            let cancelled = ex.shut_down();
+            let stats = ex.stats();
+            drop(ex);
+            (cancelled, stats)
+        };
         match self {
             #[cfg(feature = "tokio")]
             HostRt::Tokio(rt) => {
                 let guard = rt.enter();
-                drop(ex);
+                let end = end(ex);
                 drop(guard);
                 drop(rt);
+                end
             }
-            _ => drop(ex),
+            _ => end(ex),
         }
     }
 }

@@ -179,7 +179,7 @@ impl From<UnknownQueue> for SubmitError {
     }
 }
 
-/// Why [`Pool::try_spawn_on`](super::Pool::try_spawn_on) did not submit;
+/// Why [`PoolHandle::try_spawn_on`](super::PoolHandle::try_spawn_on) did not submit;
 /// each variant hands the closure back, never run.
 #[non_exhaustive]
 pub enum TrySubmitError<C> {
@@ -252,7 +252,7 @@ impl<C> fmt::Display for TrySubmitError<C> {
 
 impl<C> Error for TrySubmitError<C> {}
 
-/// Why a control call on a pool core ([`Pool::set_shares`](super::Pool::set_shares)) failed.
+/// Why a control call on a pool core ([`PoolHandle::set_shares`](super::PoolHandle::set_shares)) failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ControlError {

@@ -6,11 +6,20 @@
 //! async-io).
 //! Work moves between cores as `Send` closures that build their futures
 //! on the target core, so the futures themselves may hold `Rc`s and
-//! thread-local state: [`Pool::spawn_on`] (the task's handle),
-//! [`Pool::submit_to`] (its output, as Seastar's `submit_to`),
-//! [`Pool::spawn`] (a core chosen round-robin or least-loaded). Each core's
+//! thread-local state: [`PoolHandle::spawn_on`] (the task's handle),
+//! [`PoolHandle::submit_to`] (its output, as Seastar's `submit_to`),
+//! [`PoolHandle::spawn`] (a core chosen round-robin or least-loaded). Each core's
 //! cross-core queue is bounded: the awaitable forms wait for room, the
 //! `try_` forms report a full queue, and a submission can carry a timeout.
+//!
+//! Two kinds of handle reach the cores. A [`Pool`] owns them: it and its
+//! clones keep the cores running, until [`Pool::shutdown`] or until every
+//! one of them is dropped (then the cores drop their tasks and end). A
+//! [`PoolHandle`] ([`Pool::handle`]) submits and controls as a `Pool`
+//! does (a `Pool` derefs to one) but keeps nothing alive, as tokio's
+//! `runtime::Handle` does not keep its `Runtime`: the pool's own tasks
+//! should capture a `PoolHandle`, since a task that holds a `Pool` keeps
+//! every core running until someone calls `shutdown`.
 //!
 //! Below it is the single executor: each core's cross-core queue is its
 //! executor's bounded remote spawner (the inbox, which coalesces the
@@ -71,6 +80,7 @@ pub use submit::{PoolSpawn, Submit};
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -81,6 +91,7 @@ use core_thread::{CoreLink, StartedCore};
 use submit::{Job, LoadGuard, Tracked};
 use timer::Timer;
 
+use crate::boundary;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::core::{Core, RemoteOp};
 use crate::executor::launch::Make;
@@ -89,23 +100,85 @@ use crate::queue::QueueKey;
 use crate::stats::ExecutorStats;
 use crate::TrySpawnError;
 
-/// A pool of executors, one per core: see the [module](self) docs. A
-/// `Send + Sync` handle; clones share the pool. Use it from any thread,
-/// and from the tasks of any core (capture a clone). The cores run until
-/// [`shutdown`](Self::shutdown); if every handle is dropped first, the
-/// cores drop their tasks and end, unjoined.
+/// The owner of a pool of executors, one per core: see the
+/// [module](self) docs. A `Send + Sync` handle; clones share the pool,
+/// and **each keeps its cores alive**: the cores run until
+/// [`shutdown`](Self::shutdown), or until every `Pool` clone is dropped
+/// (then the cores drop their tasks and end, unjoined).
+///
+/// Submission and control ([`spawn_on`](PoolHandle::spawn_on),
+/// [`submit_to`](PoolHandle::submit_to), [`stats`](PoolHandle::stats)...)
+/// are [`PoolHandle`]'s methods, which a `Pool` derefs to. Tasks, and
+/// anything else that should not keep the pool running, hold a
+/// [`PoolHandle`] ([`handle`](Self::handle)): a task that holds a `Pool`
+/// clone keeps every core running until someone calls `shutdown`.
 pub struct Pool<K: QueueKey> {
-    inner: Arc<Inner<K>>,
+    handle: PoolHandle<K>,
+    owner: Arc<Owner<K>>,
 }
 
 impl<K: QueueKey> Clone for Pool<K> {
     fn clone(&self) -> Self {
         Pool {
+            handle: self.handle.clone(),
+            owner: self.owner.clone(),
+        }
+    }
+}
+
+impl<K: QueueKey> Deref for Pool<K> {
+    type Target = PoolHandle<K>;
+
+    fn deref(&self) -> &PoolHandle<K> {
+        &self.handle
+    }
+}
+
+/// A handle to a pool's cores that does not keep them alive, as tokio's
+/// `runtime::Handle` does not keep its `Runtime`: submits work to the
+/// cores and controls them, from any thread and from the tasks of any
+/// core. Get one with [`Pool::handle`]; a [`Pool`] derefs to its own.
+/// `Send + Sync`; clones are cheap and share the pool.
+///
+/// Only [`Pool`] and its clones keep the cores running. Once the pool shuts
+/// down, or every `Pool` is dropped, its submissions get
+/// [`SubmitError::Shutdown`] ([`TrySubmitError::Shutdown`]) and its control
+/// calls [`ControlError::Shutdown`]. It cannot shut the pool down.
+///
+/// ```
+/// use std::time::Duration;
+/// use tourbillon::pool::{Placement, Pool};
+///
+/// let pool = Pool::builder()
+///     .cores(2)
+///     .placement(Placement::Unpinned)
+///     .executor(|_| tourbillon::Builder::new().queue("q", 1))
+///     .build()
+///     .unwrap();
+/// // A task forwards work to the other core through a handle it holds.
+/// let handle = pool.handle();
+/// let out = futures::executor::block_on(pool.submit_to(0, "q", move || async move {
+///     handle.submit_to(1, "q", || async { 7 }).await.unwrap() * 6
+/// }));
+/// assert_eq!(out.unwrap(), 42);
+/// let handle = pool.handle();
+/// drop(pool); // the cores end: the handle kept none alive
+/// let refused = futures::executor::block_on(handle.submit_to(0, "q", || async {}));
+/// assert!(matches!(refused, Err(tourbillon::pool::SubmitError::Shutdown)));
+/// ```
+pub struct PoolHandle<K: QueueKey> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: QueueKey> Clone for PoolHandle<K> {
+    fn clone(&self) -> Self {
+        PoolHandle {
             inner: self.inner.clone(),
         }
     }
 }
 
+/// What every handle shares: the cores' entries and the submission state.
 struct Inner<K: QueueKey> {
     /// The pool's number, which its cores' threads know.
     id: u64,
@@ -114,7 +187,13 @@ struct Inner<K: QueueKey> {
     next: AtomicUsize,
     distribution: Distribution,
     timer: Arc<Timer>,
-    /// The cores' threads, until the shutdown joins them.
+}
+
+/// What the owners ([`Pool`] and its clones) share: the cores' threads,
+/// until the shutdown joins them. Dropped with the last owner, it stops
+/// the cores.
+struct Owner<K: QueueKey> {
+    inner: Arc<Inner<K>>,
     threads: Mutex<Vec<JoinHandle<CoreReport>>>,
 }
 
@@ -130,18 +209,25 @@ struct CoreEntry<K: QueueKey> {
     cpu: Option<usize>,
 }
 
-impl<K: QueueKey> Drop for Inner<K> {
+impl<K: QueueKey> Drop for Owner<K> {
     fn drop(&mut self) {
         let threads = self
             .threads
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         if !threads.is_empty() {
-            // Never shut down: the cores drop their tasks and end.
-            for c in &self.cores {
+            // Never shut down: the handles left accept no work, and the
+            // cores drop their tasks and end.
+            self.inner.accepting.store(false, Ordering::Release);
+            for c in &self.inner.cores {
                 c.control.advance(Phase::Abort);
             }
         }
+    }
+}
+
+impl<K: QueueKey> Drop for Inner<K> {
+    fn drop(&mut self) {
         self.timer.close();
     }
 }
@@ -176,19 +262,90 @@ where
                 }
             })
             .collect();
+        let inner = Arc::new(Inner {
+            id,
+            cores,
+            accepting: AtomicBool::new(true),
+            next: AtomicUsize::new(0),
+            distribution,
+            timer: Arc::new(Timer::default()),
+        });
         Pool {
-            inner: Arc::new(Inner {
-                id,
-                cores,
-                accepting: AtomicBool::new(true),
-                next: AtomicUsize::new(0),
-                distribution,
-                timer: Arc::new(Timer::default()),
+            handle: PoolHandle {
+                inner: inner.clone(),
+            },
+            owner: Arc::new(Owner {
+                inner,
                 threads: Mutex::new(threads),
             }),
         }
     }
 
+    /// A [`PoolHandle`] of this pool: it submits and controls as the pool
+    /// does, but does not keep the cores alive. Give it (not a `Pool`
+    /// clone) to the pool's own tasks.
+    pub fn handle(&self) -> PoolHandle<K> {
+        self.handle.clone()
+    }
+
+    /// Shuts the pool down and joins its threads: the pool accepts no new
+    /// work (submissions get [`SubmitError::Shutdown`]); each core lets
+    /// its tasks alive finish, for up to `grace`; then the tasks still alive
+    /// are dropped (their handles read `Cancelled`). The report says, per
+    /// core, whether it drained, what was cancelled, and any panic that
+    /// ended it. Blocks the calling thread.
+    ///
+    /// # Errors
+    /// [`ShutdownError::OnPoolCore`] on a thread of this pool (it cannot
+    /// join itself), [`ShutdownError::AlreadyShutDown`] after a shutdown
+    /// (through this `Pool` or a clone).
+    pub fn shutdown(&self, grace: Duration) -> Result<ShutdownReport, ShutdownError> {
+        if core_thread::current().is_some_and(|(pool, _)| pool == self.inner.id) {
+            return Err(ShutdownError::OnPoolCore);
+        }
+        let threads = std::mem::take(
+            &mut *self
+                .owner
+                .threads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        if threads.is_empty() {
+            return Err(ShutdownError::AlreadyShutDown);
+        }
+        self.inner.accepting.store(false, Ordering::Release);
+        for c in &self.inner.cores {
+            c.control.advance(Phase::Drain);
+        }
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(grace)
+            .unwrap_or(now + Duration::from_secs(86_400));
+        for c in &self.inner.cores {
+            if !c.control.wait_finished(deadline) {
+                c.control.advance(Phase::Abort);
+            }
+        }
+        let cores = threads
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| match t.join() {
+                Ok(report) => report,
+                Err(p) => {
+                    let report = CoreReport::panicked(i, self.inner.cores[i].cpu, &*p);
+                    boundary::drop_payload(p);
+                    report
+                }
+            })
+            .collect();
+        Ok(ShutdownReport { cores })
+    }
+}
+
+impl<K> PoolHandle<K>
+where
+    K: QueueKey + Send + Sync,
+{
     /// The number of cores.
     pub fn cores(&self) -> usize {
         self.inner.cores.len()
@@ -425,60 +582,24 @@ where
         }
         PoolStats { cores }
     }
-
-    /// Shuts the pool down and joins its threads: the pool accepts no new
-    /// work (submissions get [`SubmitError::Shutdown`]); each core lets
-    /// its tasks alive finish, for up to `grace`; then the tasks still alive
-    /// are dropped (their handles read `Cancelled`). The report says, per
-    /// core, whether it drained, what was cancelled, and any panic that
-    /// ended it. Blocks the calling thread.
-    ///
-    /// # Errors
-    /// [`ShutdownError::OnPoolCore`] on a thread of this pool (it cannot
-    /// join itself), [`ShutdownError::AlreadyShutDown`] after a shutdown
-    /// (from this handle or a clone).
-    pub fn shutdown(&self, grace: Duration) -> Result<ShutdownReport, ShutdownError> {
-        if core_thread::current().is_some_and(|(pool, _)| pool == self.inner.id) {
-            return Err(ShutdownError::OnPoolCore);
-        }
-        let threads = std::mem::take(
-            &mut *self
-                .inner
-                .threads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        if threads.is_empty() {
-            return Err(ShutdownError::AlreadyShutDown);
-        }
-        self.inner.accepting.store(false, Ordering::Release);
-        for c in &self.inner.cores {
-            c.control.advance(Phase::Drain);
-        }
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(grace)
-            .unwrap_or(now + Duration::from_secs(86_400));
-        for c in &self.inner.cores {
-            if !c.control.wait_finished(deadline) {
-                c.control.advance(Phase::Abort);
-            }
-        }
-        let cores = threads
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| match t.join() {
-                Ok(report) => report,
-                Err(p) => CoreReport::panicked(i, self.inner.cores[i].cpu, &*p),
-            })
-            .collect();
-        Ok(ShutdownReport { cores })
-    }
 }
 
 impl<K: QueueKey> fmt::Debug for Pool<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pool")
+        self.handle.debug_as("Pool", f)
+    }
+}
+
+impl<K: QueueKey> fmt::Debug for PoolHandle<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.debug_as("PoolHandle", f)
+    }
+}
+
+impl<K: QueueKey> PoolHandle<K> {
+    /// The pool's state, printed under `name`.
+    fn debug_as(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
             .field("cores", &self.inner.cores.len())
             .field("accepting", &self.inner.accepting.load(Ordering::Relaxed))
             .field("distribution", &self.inner.distribution)

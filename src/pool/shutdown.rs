@@ -18,43 +18,49 @@ pub struct CoreReport {
     /// Every task had ended when the core stopped (within the grace
     /// period): nothing was cancelled.
     pub drained: bool,
-    /// Tasks alive when the grace period ended, dropped unfinished (their
-    /// join handles read `Cancelled`).
+    /// Submissions the core accepted and never completed, dropped when the
+    /// grace period ended (their join handles read `Cancelled`): the tasks
+    /// alive then, and the submissions still waiting to become tasks (in
+    /// the core's cross-core queue or its executor's remote backlog).
     pub cancelled: usize,
-    /// The cancelled tasks by queue: the queue's name (its key, as `{:?}`
-    /// prints it) and how many of its tasks were dropped unfinished; only
-    /// queues with any.
+    /// [`cancelled`](Self::cancelled) by queue: the queue's name (its key,
+    /// as `{:?}` prints it) and how many of its submissions and tasks were
+    /// dropped unfinished; only queues with any, in declaration order.
     pub cancelled_by_queue: Vec<(String, usize)>,
     /// The message of a panic that ended the core's thread (a task's panic
     /// under [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), or
     /// one out of the executor's declaration); the other cores ran on.
     pub panic: Option<String>,
-    /// The executor's last statistics (`None` if the thread panicked).
+    /// The executor's last statistics, taken after its shutdown dropped
+    /// what was left (`None` if the thread panicked): no task is alive
+    /// then, and each queue's `spawned` equals its `completed + cancelled +
+    /// panicked`.
     pub stats: Option<ExecutorStats>,
 }
 
 impl CoreReport {
+    /// A core whose executor shut down: `cancelled` is what its shutdown
+    /// dropped unfinished, per queue in declaration order (the order of
+    /// `stats.queues`).
     pub(crate) fn ended(
         core: usize,
         cpu: Option<usize>,
         drained: bool,
-        cancelled: usize,
+        cancelled: &[u64],
         stats: ExecutorStats,
     ) -> Self {
-        let cancelled_by_queue = stats
+        let cancelled_by_queue: Vec<(String, usize)> = stats
             .queues
             .iter()
-            .filter_map(|q| {
-                let ended = q.completed + q.cancelled + q.panicked;
-                let alive = q.spawned.saturating_sub(ended) as usize;
-                (alive > 0).then(|| (q.name.clone(), alive))
-            })
+            .zip(cancelled)
+            .filter(|&(_, &n)| n > 0)
+            .map(|(q, &n)| (q.name.clone(), n as usize))
             .collect();
         CoreReport {
             core,
             cpu,
             drained,
-            cancelled,
+            cancelled: cancelled_by_queue.iter().map(|(_, n)| n).sum(),
             cancelled_by_queue,
             panic: None,
             stats: Some(stats),
@@ -91,7 +97,8 @@ pub struct ShutdownReport {
 }
 
 impl ShutdownReport {
-    /// Tasks cancelled on all cores.
+    /// Submissions cancelled on all cores (each core's
+    /// [`CoreReport::cancelled`]).
     pub fn cancelled(&self) -> usize {
         self.cores.iter().map(|c| c.cancelled).sum()
     }

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use crate::stats::{ExecutorStats, QueueStats};
 
 /// The statistics of every core of a pool, taken by
-/// [`Pool::stats`](super::Pool::stats): each is one executor's snapshot,
-/// taken on its thread at a poll boundary. Each core lists the queues its
-/// own declaration made ([`PoolBuilder::executor`](super::PoolBuilder::executor)
-/// is given the core's index, so cores may declare different queues, or
-/// the same ones in another order); [`merged`](Self::merged) matches them
-/// by name.
+/// [`PoolHandle::stats`](super::PoolHandle::stats): each is one executor's
+/// snapshot, taken on its thread at a poll boundary. Each core lists the
+/// queues its own declaration made
+/// ([`PoolBuilder::executor`](super::PoolBuilder::executor) is given the
+/// core's index, so cores may declare different queues, or the same ones in
+/// another order); [`merged`](Self::merged) matches them by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoolStats {

@@ -77,8 +77,8 @@ impl<L: Launch> Launch for Tracked<L> {
 /// What a pool submission carries: the closure, counted in the load.
 pub(crate) type Job<C> = Tracked<Make<C>>;
 
-/// Future returned by [`Pool::spawn_on`](super::Pool::spawn_on) and
-/// [`Pool::spawn`](super::Pool::spawn): waits for room in the core's
+/// Future returned by [`PoolHandle::spawn_on`](super::PoolHandle::spawn_on) and
+/// [`PoolHandle::spawn`](super::PoolHandle::spawn): waits for room in the core's
 /// cross-core queue, submits the closure, and resolves to the task's
 /// [`RemoteJoinHandle`](crate::RemoteJoinHandle) (`Send`: await it on any
 /// thread). Dropping it before it resolves drops the closure, never run.
@@ -171,7 +171,7 @@ impl<C> fmt::Debug for PoolSpawn<'_, C> {
     }
 }
 
-/// Future returned by [`Pool::submit_to`](super::Pool::submit_to): submits
+/// Future returned by [`PoolHandle::submit_to`](super::PoolHandle::submit_to): submits
 /// the closure to a core (waiting for room), then awaits the task's
 /// output. With [`timeout`](Self::timeout), the whole submission has a
 /// deadline: a task still running then is aborted. Dropping it before the

@@ -15,6 +15,8 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Instant;
 
+use crate::boundary;
+
 /// The deadline thread's state, shared with the futures that wait.
 #[derive(Default)]
 pub(crate) struct Timer {
@@ -107,8 +109,11 @@ impl Timer {
             if !ready.is_empty() {
                 drop(st);
                 for w in ready {
-                    // A waker's panic must not end the timer thread.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+                    // A waker's panic (or its payload's drop) must not end
+                    // the timer thread.
+                    if let Err(p) = boundary::call(|| w.wake()) {
+                        boundary::drop_payload(p);
+                    }
                 }
                 st = self.lock();
                 continue;

@@ -361,7 +361,7 @@ fn run_tourbillon_outside(sz: Sizes, pinned: bool) -> Result<Sample, String> {
 
 fn run_tourbillon_core_to_core(sz: Sizes, pinned: bool) -> Result<Sample, String> {
     let pool = tourbillon_pool(vec![0, 1], pinned)?;
-    let p = pool.clone();
+    let p = pool.handle();
     let run = pool.submit_to(0, Q, move || async move {
         assert_eq!(tourbillon::pool::current_core(), Some(0));
         let there = p.submit_to(1, Q, || async { tourbillon::pool::current_core() });
