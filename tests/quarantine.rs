@@ -2,7 +2,7 @@
 //! `QUARANTINE_AFTER` panics in a row of one method its queue is
 //! quarantined (its tasks end with a panic `JoinError` that names the
 //! quarantine, spawns onto it are refused, the other queues run on), and
-//! the driver neither spins nor hangs.
+//! the driver neither spins nor hangs. Rule T10 of `docs/design.md`.
 
 mod support;
 
@@ -79,7 +79,7 @@ fn payload_of(err: JoinError) -> String {
 }
 
 #[test]
-fn a_scheduler_whose_pop_always_panics_is_quarantined_and_the_driver_returns() {
+fn t10_a_scheduler_whose_pop_always_panics_is_quarantined_and_the_driver_returns() {
     let probe = Rc::new(Probe::default());
     let ex = Builder::new()
         .queue_with(
@@ -94,8 +94,7 @@ fn a_scheduler_whose_pop_always_panics_is_quarantined_and_the_driver_returns() {
         .unwrap();
     // A task that waits for a wake, polled before `pop` breaks.
     let gate = Gate::new();
-    let wait = gate.wait();
-    let waiter = ex.spawn("bad", async move { wait.await }).unwrap();
+    let waiter = ex.spawn("bad", gate.wait()).unwrap();
     assert_eq!(ex.run_until_stalled(), 1);
     probe.armed.set(true);
     // Runnable tasks, a remote spawn, and a task of the other queue.
@@ -209,7 +208,7 @@ impl Scheduler for PushPanics {
 }
 
 #[test]
-fn a_push_that_panics_one_time_less_than_the_limit_in_a_row_is_not_quarantined() {
+fn t10_a_push_that_panics_one_time_less_than_the_limit_in_a_row_is_not_quarantined() {
     assert_eq!(QUARANTINE_AFTER, 3, "the calls below are written for 3");
     let pushes = Rc::new(Cell::new(0));
     let ex = Builder::new()
@@ -241,7 +240,7 @@ fn a_push_that_panics_one_time_less_than_the_limit_in_a_row_is_not_quarantined()
 }
 
 #[test]
-fn under_propagate_the_scheduler_panics_resume_and_the_quarantined_ends_do_not() {
+fn t10_under_propagate_the_scheduler_panics_resume_and_the_quarantined_ends_do_not() {
     let probe = Rc::new(Probe::default());
     let ex = Builder::new()
         .panic_policy(PanicPolicy::Propagate)

@@ -237,9 +237,7 @@ impl Guarded {
             return Some(task);
         }
         let before = cfg!(debug_assertions).then(|| self.inner_len()).flatten();
-        let Some(inner) = self.live_mut() else {
-            return None;
-        };
+        let inner = self.live_mut()?;
         let result = call(|| inner.pop());
         match self.outcome(Method::Pop, result) {
             Some(Some(task)) => {
