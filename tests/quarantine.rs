@@ -290,3 +290,53 @@ fn t10_under_propagate_the_scheduler_panics_resume_and_the_quarantined_ends_do_n
     let bad = &st.queues[0];
     assert_eq!((bad.spawned, bad.completed, bad.panicked), (3, 0, 3));
 }
+
+/// A pending future whose destructor panics.
+struct PanicsOnDrop;
+
+impl std::future::Future for PanicsOnDrop {
+    type Output = ();
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("the destructor");
+    }
+}
+
+#[test]
+fn t10_block_on_awaiting_a_task_of_a_quarantined_queue_gets_its_error() {
+    let probe = Rc::new(Probe::default());
+    probe.armed.set(true);
+    let ex = Builder::new()
+        .queue("main", 1)
+        .queue_with(
+            "bad",
+            QueueSpec::new(1).scheduler(PopPanics {
+                ids: VecDeque::new(),
+                probe: probe.clone(),
+            }),
+        )
+        .build()
+        .unwrap();
+    let ex = &ex;
+    let out = ex.block_on(async move {
+        let h = ex.spawn("bad", PanicsOnDrop).unwrap();
+        h.await
+    });
+    let want = quarantined_message("pop", &format!("pop is broken ({QUARANTINE_AFTER})"));
+    assert_eq!(payload_of(out.unwrap_err()), want);
+    assert_eq!(probe.calls.get(), QUARANTINE_AFTER);
+    let st = ex.stats();
+    // The scheduler's panics, and the future's destructor's (not the
+    // task's result: its handle reads the quarantine).
+    assert_eq!(st.caught_panics, u64::from(QUARANTINE_AFTER) + 1);
+    assert_eq!((st.queues[1].spawned, st.queues[1].panicked), (1, 1));
+    assert_eq!(st.live_tasks, 0);
+}

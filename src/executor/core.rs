@@ -467,7 +467,7 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, backlog: &Backlog) -> QueueSt
         lag_ns: qs.eevdf.lag_ns(i),
         stalls: st.counters.stalls,
         wake_latency: st.counters.wake_latency.clone(),
-        quarantine: st.quarantine.clone(),
+        quarantine: st.quarantine.as_deref().cloned(),
     }
 }
 

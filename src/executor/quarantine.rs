@@ -60,7 +60,7 @@ impl Core {
     fn quarantine_queue(&self, q: usize, why: Quarantine) {
         let latency = {
             let mut qs = self.queues.borrow_mut();
-            qs.list[q].quarantine = Some(why);
+            qs.list[q].quarantine = Some(Box::new(why));
             if qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
             }
@@ -113,7 +113,7 @@ impl Core {
         if !self.any_quarantine.get() {
             return None;
         }
-        self.queues.borrow().list[q].quarantine.clone()
+        self.queues.borrow().list[q].quarantine.as_deref().cloned()
     }
 
     /// The refusal of a local spawn onto queue `q`, if it is quarantined.

@@ -30,7 +30,8 @@ pub(crate) struct QueueState {
     /// [`QueueSpec::latency`], ns.
     pub(crate) latency_ns: Option<u64>,
     /// Why the queue is quarantined, once it is (`executor/quarantine.rs`).
-    pub(crate) quarantine: Option<Quarantine>,
+    /// Boxed: one word in the state the run loop indexes.
+    pub(crate) quarantine: Option<Box<Quarantine>>,
 }
 
 impl QueueState {
