@@ -27,6 +27,16 @@
 //!   (`Catch`), or kept and resumed out of the driver (`Propagate`: the
 //!   first one; later ones until then are dropped and counted).
 //!
+//! A custom scheduler whose method keeps panicking is *quarantined*: after
+//! [`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER) panics in a row of
+//! one of its methods (a normal return of that method resets its count),
+//! it is never called again, and at the end of the driver's turn
+//! ([`PanicSink::take_quarantine`]) the executor drops it (behind the
+//! boundary) and ends every task of its queue with a panic `JoinError`
+//! that names the quarantine. Those ends are not the tasks' own panics:
+//! they never resume out of the driver. The scheduler's panics themselves
+//! are handled as above.
+//!
 //! Payloads are dropped through [`drop_payload`]: a payload's own
 //! destructor is user code too, and may panic.
 //!
@@ -58,6 +68,14 @@ pub(crate) fn drop_caught<T>(value: T) -> Option<Payload> {
     call(move || drop(value)).err()
 }
 
+/// The message of a panic payload, if it is a string (`panic!`'s
+/// payloads are a `&'static str` or a `String`).
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+}
+
 /// How many nested panics of payload destructors [`drop_payload`] follows
 /// before it gives up on the last payload (and forgets it: a leak of one
 /// box, after this many destructors panicked in a chain).
@@ -87,9 +105,12 @@ pub(crate) struct PanicSink {
     /// Tasks' panics to resume out of the driver (`Propagate`), before
     /// `held`, one at a time.
     tasks: RefCell<VecDeque<Payload>>,
-    /// `held` or `tasks` holds a panic (read after every task that ends:
-    /// one load).
+    /// `held` or `tasks` holds a panic, or `quarantine` is set (read after
+    /// every task that ends: one load).
     waiting: Cell<bool>,
+    /// A custom scheduler was quarantined and its queue waits for the
+    /// driver to end its tasks.
+    quarantine: Cell<bool>,
     /// Panics of user code caught and dropped.
     caught: Cell<u64>,
     /// Scheduler contract violations seen.
@@ -160,16 +181,37 @@ impl PanicSink {
         }
     }
 
+    /// A custom scheduler reached the quarantine: the driver settles it at
+    /// the end of its turn ([`take_quarantine`](Self::take_quarantine)).
+    pub(crate) fn quarantine(&self) {
+        self.quarantine.set(true);
+        self.waiting.set(true);
+    }
+
+    /// Whether a quarantine waits to be settled; clears the request.
+    pub(crate) fn take_quarantine(&self) -> bool {
+        let asked = self.quarantine.replace(false);
+        if asked {
+            self.waiting
+                .set(self.held.borrow().is_some() || !self.tasks.borrow().is_empty());
+        }
+        asked
+    }
+
     /// Takes the next waiting panic: the first task's, else the held one.
     fn take(&self) -> Option<Payload> {
         let task = self.tasks.borrow_mut().pop_front();
         let next = task.or_else(|| self.held.borrow_mut().take());
-        self.waiting
-            .set(self.held.borrow().is_some() || !self.tasks.borrow().is_empty());
+        self.waiting.set(
+            self.held.borrow().is_some()
+                || !self.tasks.borrow().is_empty()
+                || self.quarantine.get(),
+        );
         next
     }
 
-    /// Whether a panic waits to resume out of the driver.
+    /// Whether a panic waits to resume out of the driver, or a quarantine
+    /// to be settled.
     #[inline]
     pub(crate) fn holds(&self) -> bool {
         self.waiting.get()

@@ -8,6 +8,8 @@
 use std::error::Error;
 use std::fmt;
 
+use crate::sched::Quarantine;
+
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -145,6 +147,11 @@ pub enum SpawnError {
     /// [`spawn`](crate::spawn) was called outside any running tourbillon
     /// executor, so there is no current queue to spawn onto.
     NoExecutor,
+    /// The queue is quarantined: a method of its custom
+    /// [`Scheduler`](crate::sched::Scheduler) panicked
+    /// [`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER) times in a row,
+    /// and the queue takes no new task (see [`Quarantine`]).
+    Quarantined(Quarantine),
 }
 
 impl fmt::Display for SpawnError {
@@ -156,6 +163,7 @@ impl fmt::Display for SpawnError {
                 f,
                 "spawn called outside a running tourbillon executor: use Executor::spawn or a QueueHandle"
             ),
+            SpawnError::Quarantined(why) => write!(f, "{why}; it takes no new task"),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use std::rc::Rc;
 
+use crate::sched::Quarantine;
 use crate::task::id::TaskId;
 
 /// Counters of one queue, updated by the run loop (not sampled: exact).
@@ -92,6 +93,11 @@ pub struct QueueStats {
     /// [`Builder::latency_histograms`](crate::Builder::latency_histograms)
     /// is on.
     pub wake_latency: LatencyHistogram,
+    /// Why the queue is quarantined, if it is: a method of its custom
+    /// [`Scheduler`](crate::sched::Scheduler) panicked
+    /// [`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER) times in a row
+    /// (see the scheduler contract). Its tasks then ended as `panicked`.
+    pub quarantine: Option<Quarantine>,
 }
 
 /// A snapshot of the whole executor.

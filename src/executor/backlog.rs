@@ -157,6 +157,16 @@ impl Backlog {
         self.list(q, line)
     }
 
+    /// The spawns waiting in queue `q`'s line, in arrival order (a
+    /// quarantined queue's). The line stays listed as open until
+    /// [`admit`](Self::admit) finds it empty.
+    pub(crate) fn take_line(&self, q: usize) -> VecDeque<RemoteSpawn> {
+        let mut lines = self.lines.borrow_mut();
+        let spawns = std::mem::take(&mut lines[q].spawns);
+        self.waiting.set(self.waiting.get() - spawns.len());
+        spawns
+    }
+
     /// Every waiting spawn, in queue order then arrival order (shutdown).
     pub(crate) fn take_all(&self) -> Vec<RemoteSpawn> {
         let mut lines = self.lines.borrow_mut();

@@ -91,6 +91,9 @@ pub(crate) struct Core {
     pub(crate) deferred: RefCell<Vec<TaskId>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
     pub(crate) shutdown: Cell<bool>,
+    /// A queue is quarantined (`executor/quarantine.rs`): spawns look
+    /// their queue up.
+    pub(crate) any_quarantine: Cell<bool>,
     /// Inside `block_on` / `run_until` / `run_until_stalled`.
     pub(crate) driving: Cell<bool>,
     /// Driven by a host runtime (`run_until`): yields wait for a host turn.
@@ -138,6 +141,7 @@ impl Core {
             deferred: RefCell::new(Vec::new()),
             deferred_wakers: RefCell::new(Vec::new()),
             shutdown: Cell::new(false),
+            any_quarantine: Cell::new(false),
             driving: Cell::new(false),
             nested: Cell::new(false),
             groups: RefCell::new(Groups::default()),
@@ -481,6 +485,7 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, backlog: &Backlog) -> QueueSt
         lag_ns: qs.eevdf.lag_ns(i),
         stalls: st.counters.stalls,
         wake_latency: st.counters.wake_latency.clone(),
+        quarantine: st.quarantine.as_deref().cloned(),
     }
 }
 

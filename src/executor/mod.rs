@@ -20,7 +20,8 @@
 //!   reverse): `batch` (the ids a run holds), `accounting` (clock
 //!   checkpoints), `placement` (poll-boundary work, preemption),
 //!   `observe` (stall detector, histograms, spans), `run_loop` (turns,
-//!   runs, the poll) and `spawning` (the one spawn path);
+//!   runs, the poll), `quarantine` (a queue whose custom scheduler keeps
+//!   panicking) and `spawning` (the one spawn path);
 //! * `drive`: `block_on`, `run_until`, `run_until_stalled`;
 //! * the handles: `task_builder`, `queue_handle`, `remote`, and this file
 //!   (`Executor`, `Spawner`, the free `spawn`).
@@ -48,6 +49,7 @@ pub(crate) mod inbox;
 pub(crate) mod launch;
 pub(crate) mod observe;
 pub(crate) mod placement;
+pub(crate) mod quarantine;
 pub(crate) mod queue_handle;
 pub(crate) mod queues;
 pub(crate) mod remote;
@@ -429,8 +431,9 @@ impl<K: QueueKey> fmt::Debug for Spawner<K> {
 /// `block_on` / `run_until`), like tokio's `spawn_local`.
 ///
 /// # Panics
-/// Outside a running tourbillon executor, or after it shut down; use
-/// [`try_spawn`] for an error instead.
+/// Outside a running tourbillon executor, after it shut down, or when the
+/// current queue is quarantined
+/// ([`SpawnError::Quarantined`]); use [`try_spawn`] for an error instead.
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + 'static,

@@ -12,7 +12,7 @@ use super::eevdf::{Eevdf, Entity};
 use crate::boundary::PanicSink;
 use crate::clock::duration_ns;
 use crate::queue::QueueSpec;
-use crate::sched::QueueScheduler;
+use crate::sched::{Quarantine, QueueScheduler};
 use crate::stats::QueueCounters;
 use crate::task::id::{GroupId, TaskId};
 
@@ -29,6 +29,9 @@ pub(crate) struct QueueState {
     pub(crate) activation_pending: bool,
     /// [`QueueSpec::latency`], ns.
     pub(crate) latency_ns: Option<u64>,
+    /// Why the queue is quarantined, once it is (`executor/quarantine.rs`).
+    /// Boxed: one word in the state the run loop indexes.
+    pub(crate) quarantine: Option<Box<Quarantine>>,
 }
 
 impl QueueState {
@@ -89,6 +92,7 @@ impl Queues {
                 poll_cost_ns: 0,
                 activation_pending: false,
                 latency_ns: spec.latency.map(duration_ns),
+                quarantine: None,
             });
         }
         Self {

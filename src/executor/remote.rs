@@ -55,7 +55,8 @@ use crate::task::slab::ResultSink;
 use std::sync::atomic::Ordering;
 
 /// The id reported by a [`JoinError`] of a remote task that was never
-/// spawned (the executor shut down before it took the task).
+/// spawned (the executor shut down before it took the task, or its queue
+/// is quarantined).
 const NEVER_SPAWNED: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
 /// What a remote task, its handle and the executor share: one allocation,
@@ -216,6 +217,18 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
                 core.panics.report(p);
             }
             self.cancel_slot();
+            return;
+        }
+        if let Some(why) = core.quarantine_of(self.spawn.queue) {
+            drop(ticket);
+            // Its queue is quarantined: the future is dropped unpolled,
+            // then the handle reads the quarantine's panic, each behind a
+            // boundary of its own, as above.
+            if let Some(p) = boundary::drop_caught(future) {
+                core.panics.report(p);
+            }
+            let payload: boundary::Payload = Box::new(why.task_payload());
+            self.complete(Err(JoinError::panic(NEVER_SPAWNED, payload)));
             return;
         }
         let spawn = Spawn {

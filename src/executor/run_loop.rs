@@ -108,9 +108,27 @@ impl Core {
     ///
     /// A panic that the panic policy propagates (`crate::boundary`)
     /// resumes from here, at the end of the turn, with the executor's
-    /// state whole.
+    /// state whole; a quarantine a custom scheduler reached is settled
+    /// here first (`executor/quarantine.rs`), and the turn is then `Busy`
+    /// (its ends may have woken tasks or the driver's own future).
     pub(crate) fn run_turn(&self, follows: bool) -> Turn {
         let turn = self.turn(follows);
+        if self.panics.holds() {
+            return self.after_held(turn);
+        }
+        turn
+    }
+
+    /// The end of a turn after which the panic sink holds something: a
+    /// quarantine to settle, a panic to resume.
+    #[cold]
+    #[inline(never)]
+    fn after_held(&self, turn: Turn) -> Turn {
+        let turn = if self.settle_quarantines() {
+            Turn::Busy
+        } else {
+            turn
+        };
         self.panics.rethrow();
         turn
     }
@@ -162,7 +180,7 @@ impl Core {
 
     /// Sets the turn's host-yield interval from the queues that wait now
     /// ([`QueueSpec::latency`](crate::QueueSpec::latency)).
-    fn update_host_interval(&self) {
+    pub(super) fn update_host_interval(&self) {
         let interval = self
             .queues
             .borrow()

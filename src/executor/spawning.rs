@@ -105,7 +105,7 @@ impl Core {
 
     /// Stores a new task with `insert` (which returns what the caller gets,
     /// the task's id and its group) and queues it on queue `q`; refused
-    /// once the executor shut down.
+    /// once the executor shut down, or onto a quarantined queue.
     #[inline(always)]
     fn insert_and_queue<R>(
         &self,
@@ -116,6 +116,9 @@ impl Core {
     ) -> Result<R, SpawnError> {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);
+        }
+        if self.any_quarantine.get() {
+            self.refuse_quarantined(q)?;
         }
         let group = group.map(|key| self.groups.borrow_mut().join(key));
         let (spawned, id, group) = {

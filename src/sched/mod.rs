@@ -12,6 +12,10 @@
 //! runnable) and [`Las`] (least attained service first, by group). They are
 //! dispatched statically (a `match`, no virtual call per poll); a custom
 //! scheduler is called through a `Box<dyn Scheduler>`.
+//!
+//! A custom scheduler one of whose methods panics [`QUARANTINE_AFTER`]
+//! times in a row is quarantined with its queue ([`Quarantine`]; see
+//! [`Scheduler`]'s contract).
 
 pub(crate) mod fifo;
 pub(crate) mod guarded;
@@ -19,6 +23,7 @@ pub(crate) mod las;
 
 use std::any::Any;
 use std::cell::Cell;
+use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -72,6 +77,22 @@ pub use las::Las;
 ///   [`PanicPolicy`](crate::PanicPolicy): a task whose `push` panicked is
 ///   kept by the executor and run as if `pop` had returned it next; a `pop`
 ///   that panicked is asked again at the queue's next run.
+/// * A method that panics [`QUARANTINE_AFTER`] times in a row (a call of
+///   that method that returns normally starts the count again; each
+///   method has its own count) quarantines the queue, at the end of the
+///   driver's turn: the scheduler is never called again and is dropped;
+///   every task of the queue ends unpolled (its future is dropped) and
+///   its join handle reads a [`JoinError`](crate::JoinError) whose
+///   [`is_panic`](crate::JoinError::is_panic) is `true` and whose payload
+///   is a `String` that starts with `tourbillon: queue <key> quarantined`
+///   (a task aborted before reads `Cancelled`), remote spawns onto the
+///   queue included, then and later; a local spawn onto it fails with
+///   [`SpawnError::Quarantined`](crate::SpawnError::Quarantined); the
+///   queue leaves the EEVDF runnable set for good; and
+///   [`QueueStats::quarantine`](crate::stats::QueueStats::quarantine)
+///   says why. These ends are not the tasks' own panics: they never
+///   resume out of the driver (the scheduler's panics go to the panic
+///   policy as any other). The other queues run on.
 ///
 /// Every violation is counted in
 /// [`ExecutorStats::scheduler_violations`](crate::stats::ExecutorStats::scheduler_violations);
@@ -152,6 +173,55 @@ pub trait Scheduler: 'static {
     }
 }
 
+/// How many panics in a row of one method of a custom [`Scheduler`]
+/// quarantine its queue (see the contract on [`Scheduler`]).
+pub const QUARANTINE_AFTER: u32 = 3;
+
+/// Why a queue was quarantined: a method of its custom [`Scheduler`]
+/// panicked [`QUARANTINE_AFTER`] times in a row. Read it in
+/// [`QueueStats::quarantine`](crate::stats::QueueStats::quarantine) and
+/// [`SpawnError::Quarantined`](crate::SpawnError::Quarantined).
+///
+/// Its `Display` is the message of the quarantine:
+///
+/// ```text
+/// queue "jobs" quarantined: its scheduler's `pop` panicked 3 times in a row (last panic: "index out of bounds")
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Quarantine {
+    /// The queue's key, as `{:?}` prints it.
+    pub queue: String,
+    /// The method that kept panicking: `"push"`, `"pop"`, `"len"`,
+    /// `"wants_timing"`, `"polled"`, `"forget"` or `"group_ended"`.
+    pub method: &'static str,
+    /// Its panics in a row ([`QUARANTINE_AFTER`]).
+    pub panics: u32,
+    /// The message of the last of them, if its payload is a string.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for Quarantine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "queue {} quarantined: its scheduler's `{}` panicked {} times in a row",
+            self.queue, self.method, self.panics
+        )?;
+        match &self.message {
+            Some(m) => write!(f, " (last panic: {m:?})"),
+            None => write!(f, " (last panic: a payload that is not a string)"),
+        }
+    }
+}
+
+impl Quarantine {
+    /// The panic payload of a task that the quarantine ended.
+    pub(crate) fn task_payload(&self) -> String {
+        format!("tourbillon: {self}; the task was dropped unfinished")
+    }
+}
+
 /// A queue's scheduler: built-ins by value (static dispatch), others boxed.
 /// `repr(u8)`: an explicit tag, which a dispatch reads in one compare (the
 /// niche the compiler would pick costs about 11 instructions per dispatch;
@@ -197,6 +267,16 @@ impl QueueScheduler {
     pub(crate) fn attach(&mut self, sink: &Rc<PanicSink>, queue: &str) {
         if let QueueScheduler::Custom(g) = self {
             g.attach(sink.clone(), queue);
+        }
+    }
+
+    /// A custom scheduler that reached the quarantine
+    /// ([`QUARANTINE_AFTER`]) and was not taken yet: why, and the user's
+    /// scheduler, to drop (user code: behind the panic boundary).
+    pub(crate) fn take_quarantined(&mut self) -> Option<(Quarantine, Box<dyn Scheduler>)> {
+        match self {
+            QueueScheduler::Custom(g) => g.take_quarantined(),
+            _ => None,
         }
     }
 

@@ -365,6 +365,42 @@ pub(crate) fn cancel_idle<S: Schedule>(
     Some(finish_task(slab, id, raw, finish, take_panic, true))
 }
 
+/// Ends task `id`, which is neither complete nor running, at a poll
+/// boundary without polling it: its future is dropped and its result is
+/// `payload()`, a panic. A task aborted before ends cancelled instead, as
+/// [`cancel_idle`] ends it (with its destructor's panic taken for the
+/// record when `take_panic` asks for it). Returns the record, and the
+/// panic of the future's destructor when the result is `payload()` (not
+/// the task's own: the caller reports it as a panic of other user code);
+/// `None` if the task is gone, complete or running.
+#[must_use = "the record of the ended task must be finished by the executor"]
+pub(crate) fn end_idle_with<S: Schedule>(
+    slab: &RefCell<TaskSlab<S>>,
+    id: TaskId,
+    take_panic: bool,
+    payload: impl FnOnce() -> Payload,
+) -> Option<(Done, Option<Payload>)> {
+    let (raw, aborted) = {
+        let s = slab.borrow();
+        let e = s.get(id)?;
+        let aborted = e.state().is_cancelled();
+        if !e.update(|st| st.transition_to_ending()) {
+            return None;
+        }
+        (e.task.raw(), aborted)
+    };
+    if aborted {
+        // SAFETY: RUNNING is set (the entry stays, nothing else touches the
+        // stage), the stage is Running (not COMPLETE), executor thread.
+        let finish = unsafe { raw.cancel() };
+        return Some((finish_task(slab, id, raw, finish, take_panic, true), None));
+    }
+    // SAFETY: as above.
+    let destructor = unsafe { raw.cancel_with(payload()) };
+    let done = finish_task(slab, id, raw, Finish::Panicked, false, false);
+    Some((done, destructor))
+}
+
 #[cfg(test)]
 mod tests {
     //! The task core alone: cells, slab, harness, wakers and handles run

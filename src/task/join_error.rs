@@ -9,6 +9,7 @@ use std::fmt;
 use sync_wrapper::SyncWrapper;
 
 use super::id::TaskId;
+use crate::boundary::panic_message;
 
 /// A task did not produce its output: it was cancelled or it panicked.
 ///
@@ -128,12 +129,6 @@ fn explain_missing_reactor(payload: Box<dyn Any + Send>) -> Box<dyn Any + Send> 
         }
         _ => payload,
     }
-}
-
-fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
 }
 
 impl fmt::Display for JoinError {

@@ -486,6 +486,19 @@ impl<S: Schedule> TaskSlab<S> {
         e.update(|st| st.transition_to_cancelled()) == TransitionToCancelled::CancelIdle
     }
 
+    /// The ids of the tasks of queue `queue` that are alive and not being
+    /// polled, in slot order.
+    pub(crate) fn ids_in_queue(&self, queue: usize) -> Vec<TaskId> {
+        if self.entries.is_empty() {
+            return Vec::new();
+        }
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.queue() == queue && !e.state().is_running())
+            .map(|(_, e)| e.id())
+            .collect()
+    }
+
     /// Shutdown: removes every entry that is not being polled, with the
     /// waker of its joiner (to wake: dropping the entry drops the future and
     /// marks the cell complete and cancelled, which the join handle reads).

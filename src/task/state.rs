@@ -235,6 +235,18 @@ impl State {
         true
     }
 
+    /// A task that is neither complete nor running is ended at a poll
+    /// boundary without a poll (its queue was quarantined): sets RUNNING
+    /// for it; `false` (nothing set) if it is complete or running.
+    #[must_use = "a task marked RUNNING must be ended"]
+    pub(crate) fn transition_to_ending(&mut self) -> bool {
+        if self.is_complete() || self.is_running() {
+            return false;
+        }
+        self.set_running(true);
+        true
+    }
+
     /// A poll returned `Pending`: clears RUNNING and says what comes next
     /// (`yielded`: the task yielded through `yield_now` during the poll).
     /// An aborted task stays RUNNING, for its cancellation.

@@ -19,7 +19,10 @@
 //! whose destructor panics; a join handle may be polled with a waker whose
 //! `wake` panics; the clock may panic at a chosen read; the custom
 //! schedulers may panic at a chosen call of `push`, `pop`, `polled`,
-//! `forget`, `group_ended` or `len`. Each injected panic is logged when it
+//! `forget`, `group_ended` or `len` (never one panic too many in a row: a
+//! method that panics `QUARANTINE_AFTER` times in a row quarantines its
+//! queue, whose rule `tests/quarantine.rs` checks; an armed panic that
+//! would be the last of them waits for the next call). Each injected panic is logged when it
 //! fires, with where it must end up ([`Fate`]): the task's own panic, the
 //! executor's panic sink, swallowed by the executor uncounted (a second
 //! panic of one task, the unread result of a join handle its owner drops,
@@ -86,7 +89,7 @@ use std::time::Duration;
 
 use tourbillon::clock::{Clock, ManualClock};
 use tourbillon::config::MAX_SHARES;
-use tourbillon::sched::{Las, Scheduler};
+use tourbillon::sched::{Las, Scheduler, QUARANTINE_AFTER};
 use tourbillon::task::{yield_maybe, GroupId, TaskId};
 use tourbillon::testing::BuilderExt;
 use tourbillon::{
@@ -856,23 +859,38 @@ struct FaultySched {
     ids: VecDeque<TaskId>,
     lifo: bool,
     world: Arc<World>,
+    /// Per [`SchedMethod`], its panics in a row (a call that returns
+    /// normally resets the count, as the executor's does).
+    streaks: [Cell<u32>; 6],
 }
 
 impl FaultySched {
     fn point(&self, m: SchedMethod) {
         let i = SCHED_METHODS.iter().position(|&x| x == m).unwrap();
-        if self.world.count_down(&self.world.sched_countdown[i]) {
-            let what = match m {
-                SchedMethod::Push => "scheduler push",
-                SchedMethod::Pop => "scheduler pop",
-                SchedMethod::Polled => "scheduler polled",
-                SchedMethod::Forget => "scheduler forget",
-                SchedMethod::GroupEnded => "scheduler group_ended",
-                SchedMethod::Len => "scheduler len",
-            };
-            let id = self.world.fire(self.world.sink_fate(), what, None);
-            panic_any(Fault { id });
+        let countdown = &self.world.sched_countdown[i];
+        let streak = &self.streaks[i];
+        if !self.world.count_down(countdown) {
+            streak.set(0);
+            return;
         }
+        if streak.get() + 1 == QUARANTINE_AFTER {
+            // This panic would quarantine the queue: the call returns
+            // normally instead, and the next call of the method panics.
+            countdown.store(1, SeqCst);
+            streak.set(0);
+            return;
+        }
+        streak.set(streak.get() + 1);
+        let what = match m {
+            SchedMethod::Push => "scheduler push",
+            SchedMethod::Pop => "scheduler pop",
+            SchedMethod::Polled => "scheduler polled",
+            SchedMethod::Forget => "scheduler forget",
+            SchedMethod::GroupEnded => "scheduler group_ended",
+            SchedMethod::Len => "scheduler len",
+        };
+        let id = self.world.fire(self.world.sink_fate(), what, None);
+        panic_any(Fault { id });
     }
 }
 
@@ -1902,6 +1920,7 @@ pub fn run_case(cfg: &Config, ops: &[Op]) -> Vec<String> {
         ids: VecDeque::new(),
         lifo: cfg.custom_lifo,
         world: world.clone(),
+        streaks: Default::default(),
     };
     let clock = ManualClock::new();
     let first = if cfg.custom_on_0 {

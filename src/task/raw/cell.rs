@@ -117,6 +117,33 @@ impl RawTask {
         unsafe { (self.header().vtable().cancel)(self.ptr) }
     }
 
+    /// Drops the future without polling it and stores `payload` as the
+    /// task's panic, which its join handle then reads. Returns the panic of
+    /// the future's destructor, if it panicked (the caller's to report: the
+    /// stage holds `payload` whatever the destructor did).
+    ///
+    /// # Safety
+    /// As for [`RawTask::poll`]; the stage is `Running`.
+    pub(crate) unsafe fn cancel_with(self, payload: Payload) -> Option<Payload> {
+        // SAFETY: forwarded from this function's contract.
+        let finish = unsafe { self.cancel() };
+        let data = self.stage_ptr().cast::<Box<Payload>>();
+        let destructor = if finish == Finish::Panicked {
+            // SAFETY: `cancel` left a boxed payload in the stage (its tag
+            // says `Panicked`), at offset 0 of the `repr(C)` stage union;
+            // moved out once, and overwritten below.
+            Some(*unsafe { data.read() })
+        } else {
+            None
+        };
+        // SAFETY: the stage holds nothing live (`Cancelled`, or the payload
+        // just moved out); the union's `panic` field is at its offset 0,
+        // which is aligned for it; exclusive access (contract).
+        unsafe { data.write(Box::new(payload)) };
+        self.header().set_stage(stage::PANICKED);
+        destructor
+    }
+
     /// Moves the result out of the stage (leaving it `Consumed`): the
     /// output, or the cancellation or panic as a [`JoinError`]. Inlined into
     /// the join handle's poll, typed: the result goes to the caller in
