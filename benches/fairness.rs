@@ -56,7 +56,9 @@
 //! with it.
 //!
 //! Usage: `cargo bench --bench fairness [-- --shares A:B:.. --secs S
-//! --tasks N --seed N --slice-us N --quick --no-pin]`.
+//! --tasks N --seed N --slice-us N --quick --no-pin]`. Without `--bench`,
+//! which `cargo bench` passes (`cargo test --all-targets` runs it without),
+//! a smoke pass: 0.1 s per configuration.
 
 mod common;
 
@@ -261,9 +263,13 @@ fn print_report(r: &Report, tasks: usize) -> bool {
 fn main() {
     let args = common::Args::from_env();
     let quick = args.flag("--quick");
-    let secs: f64 = args
-        .parsed("--secs")
-        .unwrap_or(if quick { 0.3 } else { 1.0 });
+    let secs: f64 = args.parsed("--secs").unwrap_or(if args.smoke() {
+        0.1
+    } else if quick {
+        0.3
+    } else {
+        1.0
+    });
     let tasks: usize = args.parsed("--tasks").unwrap_or(3).max(1);
     let seed: u64 = args.parsed("--seed").unwrap_or(7);
     let slice: Option<Duration> = args.parsed("--slice-us").map(Duration::from_micros);

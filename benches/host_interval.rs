@@ -25,7 +25,9 @@
 //! to 500 us.
 //!
 //! Usage: `cargo bench --bench host_interval [-- --rounds N --secs S
-//! --poll-us N --quick --no-pin]`.
+//! --poll-us N --quick --no-pin]`. Without `--bench`, which `cargo bench`
+//! passes (`cargo test --all-targets` runs it without), a smoke pass: one
+//! round of 0.05 s per interval, polls of 5 us only.
 
 mod common;
 
@@ -79,17 +81,18 @@ fn round(interval_us: u64, poll: Duration, secs: f64) -> (f64, f64) {
 
 fn main() {
     let args = common::Args::from_env();
+    let smoke = args.smoke();
     let quick = args.flag("--quick");
-    let rounds: usize = args
-        .parsed("--rounds")
-        .unwrap_or(if quick { 3 } else { 7 })
-        .max(1);
-    let secs: f64 = args
-        .parsed("--secs")
-        .unwrap_or(if quick { 0.2 } else { 0.5 });
+    let (rounds, secs, polls_us) = match (smoke, quick) {
+        (true, _) => (1, 0.05, vec![5]),
+        (false, true) => (3, 0.2, vec![5, 20]),
+        (false, false) => (7, 0.5, vec![5, 20]),
+    };
+    let rounds: usize = args.parsed("--rounds").unwrap_or(rounds).max(1);
+    let secs: f64 = args.parsed("--secs").unwrap_or(secs);
     let polls_us: Vec<u64> = match args.parsed::<u64>("--poll-us") {
         Some(us) => vec![us],
-        None => vec![5, 20],
+        None => polls_us,
     };
     if !args.flag("--no-pin") {
         common::pin_to_cpu1();

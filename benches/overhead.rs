@@ -56,6 +56,9 @@
 //! itself to CPU 1 with `taskset` when available (`--no-pin` to skip).
 //!
 //! Usage: `cargo bench --bench overhead [-- --rounds N --tasks N --no-pin --quick]`.
+//! Without `--bench`, which `cargo bench` passes (`cargo test --all-targets`
+//! runs it without), a smoke pass: one round of 1,000 tasks and one loop
+//! of clock reads.
 
 mod common;
 
@@ -234,11 +237,18 @@ fn main() {
     let args = common::Args::from_env();
     let arg = |name: &str| args.parsed::<usize>(name);
     // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): 3 rounds
-    // of 10,000 tasks unless `--rounds` / `--tasks` say otherwise. Other
-    // flags (`--bench`, which cargo adds, criterion's) are ignored.
+    // of 10,000 tasks; a smoke pass (no `--bench`): 1 round of 1,000; unless
+    // `--rounds` / `--tasks` say otherwise. Other flags (criterion's) are
+    // ignored.
+    let smoke = args.smoke();
     let quick = args.flag("--quick");
-    let rounds = arg("--rounds").unwrap_or(if quick { 3 } else { 9 }).max(1);
-    let tasks = arg("--tasks").unwrap_or(if quick { 10_000 } else { 50_000 });
+    let (rounds, tasks) = match (smoke, quick) {
+        (true, _) => (1, 1_000),
+        (false, true) => (3, 10_000),
+        (false, false) => (9, 50_000),
+    };
+    let rounds = arg("--rounds").unwrap_or(rounds).max(1);
+    let tasks = arg("--tasks").unwrap_or(tasks);
     if !args.flag("--no-pin") {
         common::pin_to_cpu1();
     }

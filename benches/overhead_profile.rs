@@ -50,6 +50,14 @@
 //! tasks (default 50,000), for counting what tokio's rounds cost
 //! (`--toggle-collect=overhead_profile::workload_tokio`; PROFILING.md,
 //! "Why timings move").
+//!
+//! Without arguments and without `--bench`, which `cargo bench` passes
+//! (`cargo test --all-targets` runs it so), a smoke pass: the headline
+//! once with 1,000 tasks. Given a workload or a number of rounds, it runs
+//! what it is given, with or without `--bench` (profilers run the binary
+//! by hand).
+
+mod common;
 
 use std::hint::black_box;
 
@@ -327,6 +335,8 @@ fn main() {
         pingpong(&b.build().unwrap(), trips);
         return;
     }
+    // A smoke pass: nothing asked for, and not a benchmark run.
+    let smoke = positional.is_empty() && common::Args::from_env().smoke();
     let rounds: usize = nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
     let rounds = if quick { rounds.min(3) } else { rounds };
     // Second argument: yields per task (default 5, the headline workload).
@@ -337,7 +347,10 @@ fn main() {
     // headline benchmark does) instead of one reused executor.
     let fresh = nth(4) == Some("fresh");
     // Fifth argument: tasks per round (default 50,000).
-    let tasks: usize = nth(5).and_then(|a| a.parse().ok()).unwrap_or(TASKS);
+    let tasks: usize =
+        nth(5)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(if smoke { 1_000 } else { TASKS });
     let build = || {
         let mut b = tourbillon::Builder::new();
         for q in 0..queues.max(1) {

@@ -87,9 +87,14 @@
 //! (a stream of remote spawns, one per poll: see [`profile_feed`]), or
 //! `-- line-latency` (what one cache line takes to go from the remote
 //! thread's CPU to the executor's and back: see [`line_latency`]). `--quick`: 3 rounds and a fifth of the wakes and
-//! a tenth of the tasks (labelled). Unknown flags (such as `--bench`, which
-//! cargo passes) are ignored. Writes `remote.json` to `target/remote/` or
-//! `--out DIR`.
+//! a tenth of the tasks (labelled). Other flags are ignored. Writes
+//! `remote.json` to `target/remote/` (in the workspace's target directory,
+//! whatever the working directory) or to `--out DIR`.
+//!
+//! Without `--bench`, which `cargo bench` passes (`cargo test
+//! --all-targets` runs it without), a smoke pass: one round of 50 wakes
+//! and 500 tasks per run, a few seconds in a debug build (the `profile`,
+//! `profile-feed` and `line-latency` modes run as asked either way).
 
 mod common;
 
@@ -126,6 +131,12 @@ const FULL: Sizes = Sizes {
 const QUICK: Sizes = Sizes {
     wakes: 1_000,
     tasks: 10_000,
+};
+
+/// A smoke pass's sizes (without `--bench`).
+const SMOKE: Sizes = Sizes {
+    wakes: 50,
+    tasks: 500,
 };
 
 #[derive(Clone, Copy)]
@@ -1353,19 +1364,32 @@ fn main() {
     }
     let args = common::Args::from_env();
     let value = |name: &str| args.value(name);
-    let quick = args.flag("--quick");
+    let smoke = args.smoke();
+    let quick = args.flag("--quick") || smoke;
     let rounds = args
         .parsed::<usize>("--rounds")
-        .unwrap_or(if quick { 3 } else { 7 })
+        .unwrap_or(if smoke {
+            1
+        } else if quick {
+            3
+        } else {
+            7
+        })
         .max(1);
     let gap_us = args.parsed::<u64>("--gap-us").unwrap_or(50);
     let out = value("--out")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/remote"));
+        .unwrap_or_else(|| common::target_subdir("remote"));
     let pin = !args.flag("--no-pin");
     let capacity = args.parsed::<usize>("--capacity").unwrap_or(128).max(1);
     let cfg = Config {
-        sizes: if quick { QUICK } else { FULL },
+        sizes: if smoke {
+            SMOKE
+        } else if quick {
+            QUICK
+        } else {
+            FULL
+        },
         capacity,
         spawn_only: args.flag("--spawn-only"),
         only: value("--only").map(|o| &*o.to_string().leak()),
@@ -1383,7 +1407,9 @@ fn main() {
     } else {
         println!("not pinned (--no-pin)");
     }
-    if quick {
+    if smoke {
+        println!("SMOKE PASS (no --bench): {rounds} round, smallest sizes; figures not comparable");
+    } else if quick {
         println!("QUICK MODE: {rounds} rounds, reduced sizes; figures not comparable to full runs");
     }
     println!(
@@ -1400,9 +1426,9 @@ fn main() {
     );
 
     // One untimed pass at the quick sizes (thread start-up, page faults,
-    // allocator growth).
+    // allocator growth); at the smoke sizes in a smoke pass.
     let warm = Config {
-        sizes: QUICK,
+        sizes: if smoke { SMOKE } else { QUICK },
         ..cfg
     };
     let mut kept = Kept::default();

@@ -116,6 +116,10 @@
 //! --max-waited PCT --retries N --verbose]`. `--verbose` prints a line
 //! per system and round. `--event-interval N` sets the server runtimes'
 //! tokio `event_interval` (default tokio's 61).
+//!
+//! Without `--bench`, which `cargo bench` passes (`cargo test --all-targets`
+//! runs it without), a smoke pass: one round of 0.2 s (warm-up 0.1 s) per
+//! system, background polls of 50 us only, no reruns.
 
 mod common;
 
@@ -789,14 +793,16 @@ fn header(args: &common::Args) {
 
 fn main() {
     let args = common::Args::from_env();
+    let smoke = args.smoke();
     let quick = args.flag("--quick");
+    let (secs, warmup) = match (smoke, quick) {
+        (true, _) => (0.2, 0.1),
+        (false, true) => (1.0, 0.3),
+        (false, false) => (6.0, 1.0),
+    };
     let cfg = Config {
-        secs: args
-            .parsed("--secs")
-            .unwrap_or(if quick { 1.0 } else { 6.0 }),
-        warmup: args
-            .parsed("--warmup")
-            .unwrap_or(if quick { 0.3 } else { 1.0 }),
+        secs: args.parsed("--secs").unwrap_or(secs),
+        warmup: args.parsed("--warmup").unwrap_or(warmup),
         rps: args.parsed("--rps").unwrap_or(2000.0),
         conns: args.parsed("--conns").unwrap_or(32usize).max(1),
         bg_tasks: args.parsed("--bg").unwrap_or(4),
@@ -807,16 +813,19 @@ fn main() {
     };
     let rounds: usize = args
         .parsed("--rounds")
-        .unwrap_or(if quick { 1 } else { 3 })
+        .unwrap_or(if quick || smoke { 1 } else { 3 })
         .max(1);
     let bg_polls: Vec<u64> = match args.parsed::<u64>("--bg-poll-us") {
         Some(us) => vec![us],
+        None if smoke => vec![50],
         None => vec![50, 200],
     };
     let maybe = args.flag("--bg-yield-maybe");
     let verbose = args.flag("--verbose");
     let max_waited: f64 = args.parsed("--max-waited").unwrap_or(1.0);
-    let retries: usize = args.parsed("--retries").unwrap_or(3);
+    let retries: usize = args
+        .parsed("--retries")
+        .unwrap_or(if smoke { 0 } else { 3 });
     let systems: Vec<System> = match args.value("--systems") {
         Some(list) => list
             .split(',')

@@ -66,7 +66,9 @@
 //! each system's own driver cadence.
 //!
 //! Usage: `cargo bench --bench tail [-- --case NAME:RHO:N ... --seed S
-//! --scale F --guard-ms M --quantized --no-pin --quick]`.
+//! --scale F --guard-ms M --quantized --no-pin --quick]`. Without
+//! `--bench`, which `cargo bench` passes (`cargo test --all-targets` runs it
+//! without), a smoke pass: every case scaled to 1% of its tasks.
 
 mod common;
 // The workloads and the reference model of the L6 test; the bench uses a
@@ -502,12 +504,16 @@ fn main() {
     let args = common::Args::from_env();
     let seed = args.parsed("--seed").unwrap_or(7u64);
     // `--quick` (e.g. `cargo bench -- --quick`, criterion's flag): every
-    // case scaled to 15% of its tasks unless `--scale` is given. Other flags
-    // (`--bench`, which cargo adds, criterion's) are ignored.
+    // case scaled to 15% of its tasks; a smoke pass (no `--bench`): to 1%;
+    // unless `--scale` is given. Other flags (criterion's) are ignored.
     let quick = args.flag("--quick");
-    let scale = args
-        .parsed("--scale")
-        .unwrap_or(if quick { 0.15 } else { 1.0f64 });
+    let scale = args.parsed("--scale").unwrap_or(if args.smoke() {
+        0.01
+    } else if quick {
+        0.15
+    } else {
+        1.0f64
+    });
     let mut cases: Vec<(String, f64, usize)> = args
         .all()
         .windows(2)

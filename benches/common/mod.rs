@@ -2,6 +2,7 @@
 //! bench itself; each bench uses a part of it).
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -163,8 +164,14 @@ pub fn pct(sorted: &[u64], p: f64) -> u64 {
 }
 
 /// The command line of a `harness = false` bench: `--name value` options
-/// and `--flag`s; anything else (cargo's `--bench`, criterion's flags) is
-/// ignored.
+/// and `--flag`s; anything else (criterion's flags) is ignored.
+///
+/// One rule for every such bench ([`Args::smoke`]): with `--bench`, which
+/// `cargo bench` passes, it runs the benchmark; without it
+/// (`cargo test --all-targets`, or the binary run by hand without
+/// `--bench`) it runs a smoke pass, as criterion's benches run each
+/// benchmark once: its smallest sizes, one round, a few seconds in a debug
+/// build, through the same code and the same checks.
 pub struct Args(Vec<String>);
 
 impl Args {
@@ -188,10 +195,31 @@ impl Args {
         self.0.iter().any(|a| a == name)
     }
 
+    /// Whether this run is a smoke pass, not a benchmark: `--bench` is
+    /// absent. Explicit options (`--rounds`, `--secs`, ...) still apply.
+    pub fn smoke(&self) -> bool {
+        !self.flag("--bench")
+    }
+
     /// Every word, program name first.
     pub fn all(&self) -> &[String] {
         &self.0
     }
+}
+
+/// `TARGET/name`, in the target directory of this executable (cargo builds
+/// a bench at `TARGET/release/deps/NAME-HASH`), whatever the working
+/// directory (cargo runs a bench in its package's directory, benches/);
+/// `target/name` if the executable's path does not have that shape.
+pub fn target_subdir(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let deps = exe.parent()?;
+            (deps.file_name()? == "deps").then_some(())?;
+            Some(deps.parent()?.parent()?.join(name))
+        })
+        .unwrap_or_else(|| PathBuf::from("target").join(name))
 }
 
 /// A measured window of real time: `[start, end)`.

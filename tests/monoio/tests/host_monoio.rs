@@ -14,8 +14,9 @@
 //!
 //! Timing is never asserted beyond what a timer promises (it does not fire
 //! before its deadline), nor the order of sleepers (see
-//! `tests/host_async_io.rs`).
+//! tests/host_async_io.rs at the repository root).
 
+#[path = "../../hosted/mod.rs"]
 mod hosted;
 
 use std::cell::RefCell;
