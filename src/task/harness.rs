@@ -523,7 +523,7 @@ mod tests {
         assert!(join.poll_result(noop).is_pending());
         let (scope, mut done) = (Scope::default(), None);
         assert_eq!(
-            poll_task(&cell, join.id(), false, true, &mut done, &scope),
+            poll_task(&cell, join.key(), false, true, &mut done, &scope),
             Polled::Done
         );
         assert!(done.take().unwrap().panics.is_none());
@@ -538,14 +538,14 @@ mod tests {
         std::thread::spawn(move || abort.abort()).join().unwrap();
         assert_eq!(
             *sink.aborts.lock().unwrap(),
-            vec![pending.id(), pending.id()]
+            vec![pending.key(), pending.key()]
         );
         assert!(
-            cell.borrow_mut().abort(pending.id()),
+            cell.borrow_mut().abort(pending.key()),
             "idle: cancel at the boundary"
         );
         // The executor's side: cancelled at the next poll boundary.
-        let d = cancel_idle(&cell, pending.id(), false).expect("cancelled");
+        let d = cancel_idle(&cell, pending.key(), false).expect("cancelled");
         assert!(d.cancelled);
         match pending.poll_result(noop) {
             Poll::Ready(Err(e)) => assert!(e.is_cancelled()),
