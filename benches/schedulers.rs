@@ -16,7 +16,7 @@
 //!
 //! Group `sched_direct` (throughput per task id pushed and popped): the
 //! scheduler values are driven directly through the public `Scheduler`
-//! trait. `TaskKey` and `GroupId` have no public constructor, so real ids
+//! trait. `TaskKey` and `GroupId` have no public constructor, so real keys
 //! are collected first (untimed, once) by a recording scheduler of a
 //! throwaway executor that `N` tasks are spawned on (slab indices
 //! `0..N`, each task its own group).

@@ -1,8 +1,8 @@
 //! A scheduler written outside the crate: earliest deadline first.
 //!
 //! The user gives each task a deadline by registering it, keyed by the
-//! task's id (`JoinHandle::id()`), in a map shared with the scheduler right
-//! after spawning. The scheduler keeps the runnable tasks in a binary heap
+//! task's key (`JoinHandle::key()`, what the scheduler sees), in a map
+//! shared with the scheduler right after spawning. The scheduler keeps the runnable tasks in a binary heap
 //! by deadline; a task that yields keeps its deadline, so it runs again
 //! before any task with a later one.
 //!
@@ -150,7 +150,7 @@ fn spawn_job(
     // Spawn first, then borrow the map: the spawn pushes to the scheduler,
     // which reads the map.
     let h = sp.spawn("edf", job(name.to_string(), log.clone())).unwrap();
-    deadlines.borrow_mut().insert(h.id(), deadline);
+    deadlines.borrow_mut().insert(h.key(), deadline);
 }
 
 /// Runs the demo on a queue ordered by `scheduler`; returns the step log.
@@ -177,7 +177,7 @@ fn run<S: Scheduler>(scheduler: S, deadlines: &Deadlines) -> Vec<String> {
             log2.borrow_mut().push("d35.1".into());
         })
         .unwrap();
-    deadlines.borrow_mut().insert(h.id(), ms(35));
+    deadlines.borrow_mut().insert(h.key(), ms(35));
     // Detach: a finished task whose handle is alive still counts as live.
     drop(h);
     ex.block_on(async {

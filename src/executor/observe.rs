@@ -63,17 +63,14 @@ impl Core {
     }
 
     /// The `tracing` span of a poll of the task of key `id` of queue `q`,
-    /// whose `task` field is the task's id (empty for a stale key: nothing
+    /// whose `task` field is the task's id (none for a stale key: nothing
     /// is polled).
     #[cfg(feature = "tracing")]
     pub(super) fn poll_span(&self, q: usize, id: TaskKey) -> Traced<'_> {
         let task = self.tasks.borrow().get(id).map(|e| e.task_id());
-        Traced::enter(&self.panics, || {
-            let span = tracing::trace_span!("poll", queue = q, task = tracing::field::Empty);
-            if let Some(task) = task {
-                span.record("task", tracing::field::display(task));
-            }
-            span.entered()
+        Traced::enter(&self.panics, || match task {
+            Some(task) => tracing::trace_span!("poll", queue = q, task = %task).entered(),
+            None => tracing::trace_span!("poll", queue = q).entered(),
         })
     }
 
