@@ -112,8 +112,8 @@ fn the_id_is_set_while_an_aborted_tasks_future_is_dropped() {
         })
         .unwrap();
     let id = h.id();
+    assert_eq!(ex.run_until_stalled(), 1, "polled once: now pending");
     let err = ex.block_on(async {
-        tourbillon::yield_now().await;
         h.abort();
         h.await.unwrap_err()
     });
@@ -134,7 +134,7 @@ fn the_id_is_set_while_a_future_is_dropped_by_the_executors_drop() {
         })
         .unwrap();
     let id = h.id();
-    ex.block_on(tourbillon::yield_now());
+    assert_eq!(ex.run_until_stalled(), 1, "polled once: now pending");
     drop(ex);
     assert_eq!(*seen.borrow(), [Some(id)]);
     assert!(block_on(h).unwrap_err().is_cancelled());
@@ -157,9 +157,10 @@ fn the_id_is_set_while_an_output_is_dropped() {
         ex.spawn("main", async move { RecordsId(seen) }).unwrap()
     };
     let joined_id = joined.id();
+    // Both run to their end.
+    ex.run_until_stalled();
+    assert_eq!(*seen.borrow(), [Some(detached_id)]);
     ex.block_on(async {
-        tourbillon::yield_now().await;
-        assert_eq!(*seen.borrow(), [Some(detached_id)]);
         assert!(joined.is_finished());
         drop(joined);
         // Inside the main future, which is no task: the id is the ended
