@@ -16,7 +16,7 @@
 //!
 //! Group `sched_direct` (throughput per task id pushed and popped): the
 //! scheduler values are driven directly through the public `Scheduler`
-//! trait. `TaskId` and `GroupId` have no public constructor, so real ids
+//! trait. `TaskKey` and `GroupId` have no public constructor, so real keys
 //! are collected first (untimed, once) by a recording scheduler of a
 //! throwaway executor that `N` tasks are spawned on (slab indices
 //! `0..N`, each task its own group).
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tourbillon::sched::{Las, RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskId};
+use tourbillon::task::{GroupId, TaskKey};
 use tourbillon::QueueSpec;
 
 const TASKS: [u64; 2] = [64, 4096];
@@ -88,16 +88,16 @@ fn sched_executor(c: &mut Criterion) {
 
 /// A FIFO that records every id pushed to it.
 struct Recorder {
-    seen: Rc<RefCell<Vec<(TaskId, GroupId)>>>,
-    queue: VecDeque<TaskId>,
+    seen: Rc<RefCell<Vec<(TaskKey, GroupId)>>>,
+    queue: VecDeque<TaskKey>,
 }
 
 impl Scheduler for Recorder {
-    fn push(&mut self, task: TaskId, group: GroupId) {
+    fn push(&mut self, task: TaskKey, group: GroupId) {
         self.seen.borrow_mut().push((task, group));
         self.queue.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.queue.pop_front()
     }
     fn len(&self) -> usize {
@@ -106,7 +106,7 @@ impl Scheduler for Recorder {
 }
 
 /// `n` real (task, own group) id pairs, of `n` tasks alive at once.
-fn ids(n: u64) -> Vec<(TaskId, GroupId)> {
+fn ids(n: u64) -> Vec<(TaskKey, GroupId)> {
     let seen = Rc::new(RefCell::new(Vec::new()));
     let recorder = Recorder {
         seen: seen.clone(),
@@ -144,7 +144,7 @@ enum Sched {
 }
 
 /// `iters` times: push every id, then pop them all.
-fn push_pop<S: Scheduler>(mut s: S, ids: &[(TaskId, GroupId)], iters: u64) -> Duration {
+fn push_pop<S: Scheduler>(mut s: S, ids: &[(TaskKey, GroupId)], iters: u64) -> Duration {
     let start = Instant::now();
     for _ in 0..iters {
         for &(t, g) in ids {
@@ -158,7 +158,7 @@ fn push_pop<S: Scheduler>(mut s: S, ids: &[(TaskId, GroupId)], iters: u64) -> Du
 }
 
 /// Every id queued (untimed), then `iters` times: pop, `polled`, push.
-fn cycle<S: Scheduler>(mut s: S, ids: &[(TaskId, GroupId)], iters: u64) -> Duration {
+fn cycle<S: Scheduler>(mut s: S, ids: &[(TaskKey, GroupId)], iters: u64) -> Duration {
     // Groups by task slab index (the ids are of slab indices 0..n).
     let mut groups = vec![None; ids.len()];
     for &(t, g) in ids {

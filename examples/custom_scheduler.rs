@@ -1,8 +1,8 @@
 //! A scheduler written outside the crate: earliest deadline first.
 //!
 //! The user gives each task a deadline by registering it, keyed by the
-//! task's id (`JoinHandle::id()`), in a map shared with the scheduler right
-//! after spawning. The scheduler keeps the runnable tasks in a binary heap
+//! task's key (`JoinHandle::key()`, what the scheduler sees), in a map
+//! shared with the scheduler right after spawning. The scheduler keeps the runnable tasks in a binary heap
 //! by deadline; a task that yields keeps its deadline, so it runs again
 //! before any task with a later one.
 //!
@@ -29,18 +29,18 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use tourbillon::sched::{RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskId};
+use tourbillon::task::{GroupId, TaskKey};
 use tourbillon::{yield_now, Builder, QueueSpec, Spawner};
 
 /// Deadlines by task, shared by the user (who inserts) and the scheduler.
-type Deadlines = Rc<RefCell<HashMap<TaskId, Instant>>>;
+type Deadlines = Rc<RefCell<HashMap<TaskKey, Instant>>>;
 
 /// Earliest deadline first; ties in the order the tasks became runnable.
 struct Edf {
     deadlines: Deadlines,
-    heap: BinaryHeap<Reverse<(Instant, u64, TaskId)>>,
+    heap: BinaryHeap<Reverse<(Instant, u64, TaskKey)>>,
     /// Pushed before their deadline was registered (at spawn).
-    unresolved: Vec<TaskId>,
+    unresolved: Vec<TaskKey>,
     seq: u64,
 }
 
@@ -54,7 +54,7 @@ impl Edf {
         }
     }
 
-    fn insert(&mut self, task: TaskId, deadline: Instant) {
+    fn insert(&mut self, task: TaskKey, deadline: Instant) {
         self.seq += 1;
         self.heap.push(Reverse((deadline, self.seq, task)));
     }
@@ -66,7 +66,7 @@ fn far_future() -> Instant {
 }
 
 impl Scheduler for Edf {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         // `try_borrow`: a scheduler must not panic, and a push can happen
         // while the user holds the map (if they spawned inside a borrow).
         let known = match self.deadlines.try_borrow() {
@@ -79,9 +79,9 @@ impl Scheduler for Edf {
         }
     }
 
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         if !self.unresolved.is_empty() {
-            let resolved: Option<Vec<(TaskId, Instant)>> =
+            let resolved: Option<Vec<(TaskKey, Instant)>> =
                 self.deadlines.try_borrow().ok().map(|map| {
                     self.unresolved
                         .iter()
@@ -109,7 +109,7 @@ impl Scheduler for Edf {
 
     fn polled(
         &mut self,
-        task: TaskId,
+        task: TaskKey,
         _group: GroupId,
         _elapsed: Option<Duration>,
         finished: bool,
@@ -121,7 +121,7 @@ impl Scheduler for Edf {
         }
     }
 
-    fn forget(&mut self, task: TaskId, _group: GroupId) {
+    fn forget(&mut self, task: TaskKey, _group: GroupId) {
         // The id may stay in the heap: the executor skips ended tasks.
         if let Ok(mut map) = self.deadlines.try_borrow_mut() {
             map.remove(&task);
@@ -150,7 +150,7 @@ fn spawn_job(
     // Spawn first, then borrow the map: the spawn pushes to the scheduler,
     // which reads the map.
     let h = sp.spawn("edf", job(name.to_string(), log.clone())).unwrap();
-    deadlines.borrow_mut().insert(h.id(), deadline);
+    deadlines.borrow_mut().insert(h.key(), deadline);
 }
 
 /// Runs the demo on a queue ordered by `scheduler`; returns the step log.
@@ -177,7 +177,7 @@ fn run<S: Scheduler>(scheduler: S, deadlines: &Deadlines) -> Vec<String> {
             log2.borrow_mut().push("d35.1".into());
         })
         .unwrap();
-    deadlines.borrow_mut().insert(h.id(), ms(35));
+    deadlines.borrow_mut().insert(h.key(), ms(35));
     // Detach: a finished task whose handle is alive still counts as live.
     drop(h);
     ex.block_on(async {

@@ -114,6 +114,8 @@ impl<T: 'static> JoinSet<T> {
     /// Outside a running tourbillon executor, or after it shut down, as
     /// [`spawn`](crate::spawn); spawn with [`try_spawn`](crate::try_spawn)
     /// and [`insert`](JoinSet::insert) the handle for an error instead.
+    /// The panic's location is the caller's (`#[track_caller]`).
+    #[track_caller]
     pub fn spawn<F>(&mut self, future: F) -> AbortHandle
     where
         F: Future<Output = T> + 'static,

@@ -44,8 +44,8 @@ pub mod task {
     //!
     //! A task is a future spawned onto a queue ([`Executor::spawn`],
     //! [`spawn`](crate::spawn), a [`QueueHandle`](crate::QueueHandle), ...).
-    //! Each has a [`TaskId`] and belongs to a group ([`GroupId`]), which
-    //! schedulers see. [`id`] and [`try_id`] tell which task is being polled
+    //! Each has a [`TaskId`], unique in the process, a [`TaskKey`] in its
+    //! executor and a group ([`GroupId`]): schedulers see keys and groups. [`id`] and [`try_id`] tell which task is being polled
     //! on this thread, as tokio's `task::id` and `task::try_id` do. A task that computes for long between awaits gives
     //! the thread back with [`yield_now`] (always) or [`yield_maybe`] (only
     //! when another task or the host is due; [`should_yield`] is the check).
@@ -55,6 +55,6 @@ pub mod task {
     pub(crate) use crate::task_impl::*;
 
     pub use crate::task_impl::current::{id, try_id};
-    pub use crate::task_impl::id::{GroupId, TaskId};
+    pub use crate::task_impl::id::{GroupId, TaskId, TaskKey};
     pub use crate::yield_now::{should_yield, yield_maybe, yield_now, YieldNow};
 }

@@ -1,5 +1,5 @@
 //! Schedulers written outside the crate against the public `Scheduler`
-//! trait: a LIFO and a "smallest TaskId first" priority scheduler. Checks
+//! trait: a LIFO and a "smallest TaskKey first" priority scheduler. Checks
 //! the order of polls, that the executor keeps the contract documented in
 //! `src/sched/mod.rs` (`push` / `polled` / `forget` / `group_ended`, counted
 //! and cross-checked call by call), and that a custom scheduler runs under
@@ -16,7 +16,7 @@ use std::time::Duration;
 use support::Gate;
 use tourbillon::clock::ManualClock;
 use tourbillon::sched::{RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskId};
+use tourbillon::task::{GroupId, TaskKey};
 use tourbillon::{yield_now, Builder, JoinHandle, QueueSpec};
 
 // ---------------------------------------------------------------------------
@@ -27,11 +27,11 @@ use tourbillon::{yield_now, Builder, JoinHandle, QueueSpec};
 struct Calls {
     pushes: usize,
     /// Ids returned by `pop`, in order.
-    popped: Vec<TaskId>,
+    popped: Vec<TaskKey>,
     polled_pending: usize,
-    polled_finished: Vec<TaskId>,
-    elapsed: Vec<(TaskId, Option<Duration>)>,
-    forgotten: Vec<TaskId>,
+    polled_finished: Vec<TaskKey>,
+    elapsed: Vec<(TaskKey, Option<Duration>)>,
+    forgotten: Vec<TaskKey>,
     /// `group_ended` calls per group incarnation: a group id may come back
     /// for a new group after it ended (ids are dense), so a group is a
     /// (`GroupId`, incarnation) pair.
@@ -39,20 +39,20 @@ struct Calls {
     /// Current incarnation of each group id, and whether it ended.
     incarnation: HashMap<GroupId, (u32, bool)>,
     /// Group of every task, from `push`.
-    group_of: HashMap<TaskId, (GroupId, u32)>,
+    group_of: HashMap<TaskKey, (GroupId, u32)>,
     /// Ids held (pushed, not popped).
-    held: HashSet<TaskId>,
+    held: HashSet<TaskKey>,
     /// The last id `pop` returned, until `polled` names it.
-    last_popped: Option<TaskId>,
+    last_popped: Option<TaskKey>,
     /// Tasks that ended (finished poll or forget).
-    ended: HashSet<TaskId>,
+    ended: HashSet<TaskKey>,
     violations: Vec<String>,
 }
 
 type Recorder = Rc<RefCell<Calls>>;
 
 impl Calls {
-    fn push(&mut self, t: TaskId, g: GroupId) {
+    fn push(&mut self, t: TaskKey, g: GroupId) {
         self.pushes += 1;
         if !self.held.insert(t) {
             self.violations
@@ -83,7 +83,7 @@ impl Calls {
         }
     }
 
-    fn pop(&mut self, t: Option<TaskId>) {
+    fn pop(&mut self, t: Option<TaskKey>) {
         if let Some(t) = t {
             self.held.remove(&t);
             self.popped.push(t);
@@ -91,7 +91,7 @@ impl Calls {
         }
     }
 
-    fn polled(&mut self, t: TaskId, g: GroupId, elapsed: Option<Duration>, finished: bool) {
+    fn polled(&mut self, t: TaskKey, g: GroupId, elapsed: Option<Duration>, finished: bool) {
         if self.last_popped != Some(t) {
             self.violations.push(format!(
                 "polled({t:?}) but the last pop was {:?}",
@@ -116,7 +116,7 @@ impl Calls {
         }
     }
 
-    fn forget(&mut self, t: TaskId, g: GroupId) {
+    fn forget(&mut self, t: TaskKey, g: GroupId) {
         if self.group_of.get(&t).map(|x| x.0) != Some(g) {
             self.violations
                 .push(format!("forget({t:?}) with a wrong group"));
@@ -142,16 +142,16 @@ impl Calls {
 /// Last in, first out. Keeps forgotten ids (the executor skips them when
 /// they are popped).
 struct Lifo {
-    stack: Vec<TaskId>,
+    stack: Vec<TaskKey>,
     calls: Recorder,
 }
 
 impl Scheduler for Lifo {
-    fn push(&mut self, task: TaskId, group: GroupId) {
+    fn push(&mut self, task: TaskKey, group: GroupId) {
         self.calls.borrow_mut().push(task, group);
         self.stack.push(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         let t = self.stack.pop();
         self.calls.borrow_mut().pop(t);
         t
@@ -159,12 +159,12 @@ impl Scheduler for Lifo {
     fn len(&self) -> usize {
         self.stack.len()
     }
-    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+    fn polled(&mut self, task: TaskKey, group: GroupId, elapsed: Option<Duration>, finished: bool) {
         self.calls
             .borrow_mut()
             .polled(task, group, elapsed, finished);
     }
-    fn forget(&mut self, task: TaskId, group: GroupId) {
+    fn forget(&mut self, task: TaskKey, group: GroupId) {
         self.calls.borrow_mut().forget(task, group);
     }
     fn group_ended(&mut self, group: GroupId) {
@@ -172,19 +172,19 @@ impl Scheduler for Lifo {
     }
 }
 
-/// Smallest `TaskId` (slot index, then generation) first. Drops forgotten
+/// Smallest `TaskKey` (slot index, then generation) first. Drops forgotten
 /// ids at once, and asks for per-poll timing.
 struct ByTaskId {
-    set: BTreeSet<TaskId>,
+    set: BTreeSet<TaskKey>,
     calls: Recorder,
 }
 
 impl Scheduler for ByTaskId {
-    fn push(&mut self, task: TaskId, group: GroupId) {
+    fn push(&mut self, task: TaskKey, group: GroupId) {
         self.calls.borrow_mut().push(task, group);
         self.set.insert(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         let t = self.set.pop_first();
         self.calls.borrow_mut().pop(t);
         t
@@ -195,12 +195,12 @@ impl Scheduler for ByTaskId {
     fn wants_timing(&self) -> bool {
         true
     }
-    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+    fn polled(&mut self, task: TaskKey, group: GroupId, elapsed: Option<Duration>, finished: bool) {
         self.calls
             .borrow_mut()
             .polled(task, group, elapsed, finished);
     }
-    fn forget(&mut self, task: TaskId, group: GroupId) {
+    fn forget(&mut self, task: TaskKey, group: GroupId) {
         self.set.remove(&task);
         self.calls.borrow_mut().forget(task, group);
     }
@@ -211,13 +211,13 @@ impl Scheduler for ByTaskId {
 
 /// A plain FIFO outside the crate, to compare with the built-in one.
 #[derive(Default)]
-struct MyFifo(VecDeque<TaskId>);
+struct MyFifo(VecDeque<TaskKey>);
 
 impl Scheduler for MyFifo {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         self.0.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.0.pop_front()
     }
     fn len(&self) -> usize {
@@ -281,11 +281,14 @@ fn lifo_polls_the_latest_runnable_task_first() {
     // A yielding task is pushed last, so it is popped again at once.
     assert_eq!(*log.borrow(), ["c", "c", "c", "b", "b", "a"]);
     let c_ = calls.borrow();
-    assert_eq!(c_.popped, [c.id(), c.id(), c.id(), b.id(), b.id(), a.id()]);
+    assert_eq!(
+        c_.popped,
+        [c.key(), c.key(), c.key(), b.key(), b.key(), a.key()]
+    );
     assert!(c_.violations.is_empty(), "{:?}", c_.violations);
     assert_eq!(c_.pushes, 6, "3 spawns and 3 yields");
     assert_eq!(c_.polled_pending, 3);
-    assert_eq!(c_.polled_finished, [c.id(), b.id(), a.id()]);
+    assert_eq!(c_.polled_finished, [c.key(), b.key(), a.key()]);
     // No timing asked: no durations.
     assert!(c_.elapsed.iter().all(|(_, e)| e.is_none()));
     assert_eq!(c_.group_ended.len(), 3);
@@ -322,7 +325,7 @@ fn priority_by_task_id_polls_the_smallest_id_first() {
             .unwrap()
         })
         .collect();
-    let ids: Vec<TaskId> = handles.iter().map(|h| h.id()).collect();
+    let ids: Vec<TaskKey> = handles.iter().map(|h| h.key()).collect();
     let mut sorted = ids.clone();
     sorted.sort();
     assert_eq!(ids, sorted, "fresh slots are taken in order");
@@ -342,7 +345,7 @@ fn priority_by_task_id_polls_the_smallest_id_first() {
     assert_eq!(c.popped[5..], ids[..]);
     // Timing was asked for: every poll reports its exact virtual duration
     // (0 for the first polls, which only register with the gate).
-    let expected: Vec<(TaskId, Option<Duration>)> = ids
+    let expected: Vec<(TaskKey, Option<Duration>)> = ids
         .iter()
         .map(|&t| (t, Some(Duration::ZERO)))
         .chain(
@@ -377,10 +380,10 @@ fn contract_workload<S: Scheduler>(make: impl FnOnce(&Recorder) -> S) {
     let done2 = ex.spawn("c", worker(&log, "done2", 2)).unwrap();
     // Idle, then aborted.
     let idle_abort = ex.spawn("c", gate.wait()).unwrap();
-    let idle_abort_id = idle_abort.id();
+    let idle_abort_id = idle_abort.key();
     // Aborted before its first poll.
     let queued_abort = ex.spawn("c", async { unreachable!() }).unwrap();
-    let queued_abort_id = queued_abort.id();
+    let queued_abort_id = queued_abort.key();
     queued_abort.abort();
     // Aborts itself.
     let slot: Rc<RefCell<Option<JoinHandle<()>>>> = Rc::default();
@@ -392,7 +395,7 @@ fn contract_workload<S: Scheduler>(make: impl FnOnce(&Recorder) -> S) {
         })
         .unwrap()
     };
-    let self_abort_id = self_abort.id();
+    let self_abort_id = self_abort.key();
     *slot.borrow_mut() = Some(self_abort);
     // Panics (PanicPolicy::Catch).
     let panics = ex
@@ -427,12 +430,12 @@ fn contract_workload<S: Scheduler>(make: impl FnOnce(&Recorder) -> S) {
     let spawned = ex.queue_stats("c").unwrap().spawned;
     assert_eq!(spawned, 10);
     let (unjoined_id, expected_forgotten) = (
-        unjoined.id(),
+        unjoined.key(),
         HashSet::from([
             idle_abort_id,
             queued_abort_id,
-            idle_shutdown.id(),
-            queued_shutdown.id(),
+            idle_shutdown.key(),
+            queued_shutdown.key(),
         ]),
     );
     drop(ex);
@@ -451,7 +454,7 @@ fn contract_workload<S: Scheduler>(make: impl FnOnce(&Recorder) -> S) {
     assert!(c.polled_finished.contains(&unjoined_id));
     // Forgotten, once each: the two aborted without a poll and the two
     // shut down; not the completed ones whose output was still unread.
-    let forgotten: HashSet<TaskId> = c.forgotten.iter().copied().collect();
+    let forgotten: HashSet<TaskKey> = c.forgotten.iter().copied().collect();
     assert_eq!(c.forgotten.len(), 4, "{:?}", c.forgotten);
     assert_eq!(forgotten, expected_forgotten);
     // Every group (one per spawn) ended exactly once.
@@ -612,12 +615,12 @@ fn a_custom_queue_gets_its_share_next_to_a_built_in_one() {
 /// `None` is treated as empty.
 #[test]
 fn a_scheduler_whose_len_lies_does_not_hang_the_executor() {
-    struct Liar(Vec<TaskId>);
+    struct Liar(Vec<TaskKey>);
     impl Scheduler for Liar {
-        fn push(&mut self, task: TaskId, _group: GroupId) {
+        fn push(&mut self, task: TaskKey, _group: GroupId) {
             self.0.push(task);
         }
-        fn pop(&mut self) -> Option<TaskId> {
+        fn pop(&mut self) -> Option<TaskKey> {
             self.0.pop()
         }
         fn len(&self) -> usize {

@@ -39,7 +39,7 @@ use proptest::prelude::*;
 use support::Gate;
 use tourbillon::clock::ManualClock;
 use tourbillon::sched::{Las, RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskId};
+use tourbillon::task::{GroupId, TaskKey};
 use tourbillon::{yield_now, Builder, Executor, JoinHandle, QueueKey, QueueSpec, Spawner};
 
 const US: u64 = 1_000;
@@ -1720,10 +1720,10 @@ impl Drop for Body {
 #[derive(Default)]
 struct SpyState {
     name: &'static str,
-    held: HashSet<TaskId>,
-    group_of: HashMap<TaskId, GroupId>,
+    held: HashSet<TaskKey>,
+    group_of: HashMap<TaskKey, GroupId>,
     /// Tasks of each group that have not ended, as this scheduler saw them.
-    members: HashMap<GroupId, HashSet<TaskId>>,
+    members: HashMap<GroupId, HashSet<TaskKey>>,
     ever: HashSet<GroupId>,
     keeps_forgotten: bool,
     violations: Vec<String>,
@@ -1738,7 +1738,7 @@ impl SpyState {
             .collect()
     }
 
-    fn end_task(&mut self, t: TaskId, g: GroupId) {
+    fn end_task(&mut self, t: TaskKey, g: GroupId) {
         if let Some(m) = self.members.get_mut(&g) {
             m.remove(&t);
         }
@@ -1767,7 +1767,7 @@ impl Spy {
 }
 
 impl Scheduler for Spy {
-    fn push(&mut self, task: TaskId, group: GroupId) {
+    fn push(&mut self, task: TaskKey, group: GroupId) {
         {
             let mut s = self.state.borrow_mut();
             if !s.held.insert(task) {
@@ -1786,7 +1786,7 @@ impl Scheduler for Spy {
         self.sched(|s| s.push(task, group));
     }
 
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         let t = self.sched(|s| s.pop());
         let mut s = self.state.borrow_mut();
         if let Some(t) = t {
@@ -1812,7 +1812,7 @@ impl Scheduler for Spy {
         self.sched(|s| s.wants_timing())
     }
 
-    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+    fn polled(&mut self, task: TaskKey, group: GroupId, elapsed: Option<Duration>, finished: bool) {
         {
             let mut s = self.state.borrow_mut();
             if s.held.contains(&task) {
@@ -1828,7 +1828,7 @@ impl Scheduler for Spy {
         self.sched(|s| s.polled(task, group, elapsed, finished));
     }
 
-    fn forget(&mut self, task: TaskId, group: GroupId) {
+    fn forget(&mut self, task: TaskKey, group: GroupId) {
         {
             let mut s = self.state.borrow_mut();
             s.end_task(task, group);

@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use support::Gate;
 use tourbillon::sched::{Quarantine, Scheduler, QUARANTINE_AFTER};
-use tourbillon::task::{GroupId, TaskId};
+use tourbillon::task::{GroupId, TaskKey};
 use tourbillon::{Builder, JoinError, PanicPolicy, QueueSpec, SpawnError};
 
 /// Calls after which a scheduler that is never quarantined stops
@@ -34,15 +34,15 @@ struct Probe {
 /// A FIFO whose `pop` panics on every call once armed (up to [`GIVE_UP`]
 /// calls).
 struct PopPanics {
-    ids: VecDeque<TaskId>,
+    ids: VecDeque<TaskKey>,
     probe: Rc<Probe>,
 }
 
 impl Scheduler for PopPanics {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         self.ids.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         if self.probe.armed.get() {
             let n = self.probe.calls.get() + 1;
             self.probe.calls.set(n);
@@ -185,13 +185,13 @@ fn t10_a_scheduler_whose_pop_always_panics_is_quarantined_and_the_driver_returns
 
 /// A FIFO whose `push` panics on the calls `fails` names (1-based).
 struct PushPanics {
-    ids: VecDeque<TaskId>,
+    ids: VecDeque<TaskKey>,
     pushes: Rc<Cell<u32>>,
     fails: &'static [u32],
 }
 
 impl Scheduler for PushPanics {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         let n = self.pushes.get() + 1;
         self.pushes.set(n);
         if self.fails.contains(&n) {
@@ -199,7 +199,7 @@ impl Scheduler for PushPanics {
         }
         self.ids.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.ids.pop_front()
     }
     fn len(&self) -> usize {

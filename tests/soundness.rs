@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tourbillon::clock::{Clock, ManualClock};
 use tourbillon::sched::Scheduler;
-use tourbillon::task::{GroupId, TaskId};
+use tourbillon::task::{GroupId, TaskKey};
 use tourbillon::testing::BuilderExt;
 use tourbillon::{yield_now, Builder, PanicPolicy, QueueSpec};
 
@@ -417,13 +417,13 @@ fn f6a_clock_that_panics_once_loses_no_task() {
 
 /// A FIFO whose `push` panics on chosen calls.
 struct FlakyPush {
-    ids: std::collections::VecDeque<TaskId>,
+    ids: std::collections::VecDeque<TaskKey>,
     pushes: Rc<Cell<u32>>,
     fail_at: u32,
 }
 
 impl Scheduler for FlakyPush {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         let n = self.pushes.get() + 1;
         self.pushes.set(n);
         if n == self.fail_at {
@@ -431,7 +431,7 @@ impl Scheduler for FlakyPush {
         }
         self.ids.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.ids.pop_front()
     }
     fn len(&self) -> usize {
@@ -490,17 +490,17 @@ fn f6b_scheduler_push_that_panics_during_a_wake_loses_no_task() {
 
 /// A scheduler that hands out, once, the id of a task it was never given.
 struct Forger {
-    ids: Vec<TaskId>,
-    forged: Rc<Cell<Option<TaskId>>>,
+    ids: Vec<TaskKey>,
+    forged: Rc<Cell<Option<TaskKey>>>,
     twice: bool,
-    last: Option<TaskId>,
+    last: Option<TaskKey>,
 }
 
 impl Scheduler for Forger {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         self.ids.push(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         if let Some(id) = self.forged.take() {
             return Some(id);
         }
@@ -571,7 +571,7 @@ fn f7a_scheduler_returning_another_queues_task() {
         .unwrap();
     ex.run_until_stalled();
     assert_eq!(polls.get(), 1);
-    forged.set(Some(victim.id()));
+    forged.set(Some(victim.key()));
     let _own = ex.spawn("forger", async {}).unwrap();
     run_expecting_violation(&ex, "belongs to queue \"fifo\"");
     assert_eq!(polls.get(), 1, "the victim was not polled without a wake");
@@ -614,12 +614,12 @@ fn f7b_scheduler_returning_an_id_twice() {
 /// tasks: its queue is still placed and `block_on` finishes.
 #[test]
 fn f7c_scheduler_whose_len_is_always_zero() {
-    struct Zero(Vec<TaskId>);
+    struct Zero(Vec<TaskKey>);
     impl Scheduler for Zero {
-        fn push(&mut self, task: TaskId, _group: GroupId) {
+        fn push(&mut self, task: TaskKey, _group: GroupId) {
             self.0.push(task);
         }
-        fn pop(&mut self) -> Option<TaskId> {
+        fn pop(&mut self) -> Option<TaskKey> {
             self.0.pop()
         }
         fn len(&self) -> usize {
@@ -743,16 +743,16 @@ fn f8b_propagate_resumes_every_task_panic_once() {
 
 /// A FIFO whose `len` panics on one chosen call.
 struct FlakyLen {
-    ids: std::collections::VecDeque<TaskId>,
+    ids: std::collections::VecDeque<TaskKey>,
     calls: Rc<Cell<u32>>,
     fail_at: u32,
 }
 
 impl Scheduler for FlakyLen {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         self.ids.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.ids.pop_front()
     }
     fn len(&self) -> usize {

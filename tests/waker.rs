@@ -167,12 +167,12 @@ fn a_stale_waker_does_not_wake_the_new_occupant_of_its_slot() {
         )
         .unwrap()
     };
-    let old_id = old.id();
+    let old_id = old.key();
     ex.block_on(old).unwrap(); // joined: the slot is free
 
     let p = Probe::new();
     let new = ex.spawn("q", p.run()).unwrap();
-    let new_id = new.id();
+    let new_id = new.key();
     assert_eq!(new_id.index(), old_id.index(), "the slot was reused");
     assert_ne!(new_id.generation(), old_id.generation());
     assert_ne!(new_id, old_id);

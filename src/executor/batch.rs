@@ -16,7 +16,7 @@ use super::core::Core;
 use super::queues::Queues;
 use super::run_state::HELD;
 use crate::sched::{Front, QueueScheduler};
-use crate::task::id::TaskId;
+use crate::task::id::TaskKey;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
 /// ([`QueueScheduler::take_next`](crate::sched::QueueScheduler::take_next)):
@@ -47,7 +47,7 @@ impl<'a> Held<'a> {
     /// The next task to poll, if the queue has one.
     #[must_use = "the id was taken from the scheduler: it must be polled or put back"]
     #[inline(always)]
-    pub(crate) fn next(&mut self) -> Option<TaskId> {
+    pub(crate) fn next(&mut self) -> Option<TaskKey> {
         let r = &self.core.run;
         let mut pos = r.held.pos.get();
         if pos == r.held.len.get() {
@@ -272,7 +272,7 @@ impl Core {
     /// Returns whether it did; a ping-pong's next task is then polled
     /// without a look at the queue.
     #[inline(always)]
-    pub(crate) fn join_batch(&self, qs: &Queues, q: usize, id: TaskId) -> bool {
+    pub(crate) fn join_batch(&self, qs: &Queues, q: usize, id: TaskKey) -> bool {
         let held = &self.run.held;
         if self.run.current.queue.get() != Some(q) || !held.open.get() {
             return false;
@@ -290,7 +290,7 @@ impl Core {
     /// poll took `ns`, not yet charged to its own group: the charge and the
     /// choice of its level happen when the tail is pushed.
     #[inline(always)]
-    pub(crate) fn requeue_tail_charged(&self, id: TaskId, ns: u64) {
+    pub(crate) fn requeue_tail_charged(&self, id: TaskKey, ns: u64) {
         let tail = &self.run.held.tail;
         if tail.len() >= HELD {
             // Not reached, as in `requeue_tail`.
@@ -303,7 +303,7 @@ impl Core {
     /// Requeues task `id` behind the front of the running queue (a
     /// `RunnableFifo`, or level 0 of a batching `Las`).
     #[inline(always)]
-    pub(crate) fn requeue_tail(&self, id: TaskId) {
+    pub(crate) fn requeue_tail(&self, id: TaskKey) {
         let tail = &self.run.held.tail;
         let mut n = tail.len.get();
         if n >= HELD {

@@ -28,7 +28,7 @@ use crate::error::SharesError;
 use crate::stats::StallReport;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 use crate::task::raw::Header;
 use crate::task::slab::TaskSlab;
 use crate::task::state::TransitionToScheduled;
@@ -52,7 +52,7 @@ pub(crate) enum RemoteOp {
     /// A remote spawn: its (`Send`) future, queue and result slot.
     Spawn(RemoteSpawn),
     /// A remote `abort()` (a remote join handle's or an abort handle's).
-    Abort(TaskId),
+    Abort(TaskKey),
     /// A call on the executor's thread at a poll boundary, outside any
     /// task (the pool's control: shares, stats).
     Call(Box<dyn FnOnce(&Core) + Send>),
@@ -83,12 +83,12 @@ pub(crate) struct Core {
     pub(crate) cheap_clock: bool,
     /// Something for the next poll boundary: activations, aborts.
     pub(crate) attention: Cell<bool>,
-    pub(crate) aborts: RefCell<Vec<TaskId>>,
+    pub(crate) aborts: RefCell<Vec<TaskKey>>,
     /// The vectors a poll boundary drains the inbox into, kept with their
     /// room between boundaries (no allocation per drain).
-    pub(crate) inbox_batch: Cell<(Vec<TaskId>, Vec<RemoteOp>)>,
+    pub(crate) inbox_batch: Cell<(Vec<TaskKey>, Vec<RemoteOp>)>,
     /// Yielded tasks waiting for the next host turn (nested mode).
-    pub(crate) deferred: RefCell<Vec<TaskId>>,
+    pub(crate) deferred: RefCell<Vec<TaskKey>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
     pub(crate) shutdown: Cell<bool>,
     /// A queue is quarantined (`executor/quarantine.rs`): spawns look
@@ -196,7 +196,7 @@ impl Core {
     /// released) to its queue's scheduler, or to the end of the
     /// run's batch when that is its place ([`join_batch`](Self::join_batch)).
     #[inline(always)]
-    pub(crate) fn push_task(&self, q: usize, id: TaskId, group: GroupId) {
+    pub(crate) fn push_task(&self, q: usize, id: TaskKey, group: GroupId) {
         let activated = {
             let mut qs = self.queues.borrow_mut();
             self.flush_tail(&mut qs);
@@ -222,7 +222,7 @@ impl Core {
     /// `polled` (`pending_again`, `charge_las`), which clear `front_empty`
     /// too.
     #[inline(always)]
-    pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskId, group: GroupId) -> bool {
+    pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskKey, group: GroupId) -> bool {
         self.flush_tail(qs);
         self.run.held.front_empty.set(false);
         qs.push(q, id, group)
@@ -230,7 +230,7 @@ impl Core {
 
     /// A wake of `id` on the executor's own thread.
     #[inline]
-    pub(crate) fn wake_local(&self, id: TaskId) {
+    pub(crate) fn wake_local(&self, id: TaskKey) {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {
             if self.cfg.latency {
@@ -252,19 +252,19 @@ impl Core {
         if push {
             if self.cfg.latency {
                 let now = self.now_ns();
-                self.tasks.borrow_mut().set_ready(header.id, now);
+                self.tasks.borrow_mut().set_ready(header.key, now);
             }
             let group = if header.state().is_keyed() {
                 self.tasks.borrow().group_of(header)
             } else {
-                GroupId::task(header.id.index())
+                GroupId::task(header.key.index())
             };
-            self.push_task(header.queue as usize, header.id, group);
+            self.push_task(header.queue as usize, header.key, group);
         }
     }
 
     /// `JoinHandle::abort`.
-    pub(crate) fn abort(&self, id: TaskId) {
+    pub(crate) fn abort(&self, id: TaskKey) {
         if self.tasks.borrow_mut().abort(id) {
             self.aborts.borrow_mut().push(id);
             self.attention.set(true);

@@ -40,7 +40,7 @@ use std::task::Waker;
 
 use crate::boundary;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
-use crate::task::id::TaskId;
+use crate::task::id::TaskKey;
 
 /// A task's "already in the inbox" flag: several foreign wakes before the
 /// executor drains the inbox enqueue the task once.
@@ -95,7 +95,7 @@ impl Hosts {
 /// pushing ops does not take the line the executor polls `pending` on.
 #[derive(Debug)]
 pub(crate) struct Inbox<Op> {
-    ids: Line<Mutex<Vec<TaskId>>>,
+    ids: Line<Mutex<Vec<TaskKey>>>,
     /// Remote spawns and aborts; `closed` is checked and set under this
     /// lock, so that no op is queued after `close` drained them.
     ops: Line<Mutex<Vec<Op>>>,
@@ -157,7 +157,7 @@ impl<Op> Default for Inbox<Op> {
 impl<Op> Inbox<Op> {
     /// Queues a wake of `id`, deduplicated by the task's `notified` flag,
     /// and wakes the hosts.
-    pub(crate) fn push<F: InboxFlag + ?Sized>(&self, id: TaskId, notified: &F) {
+    pub(crate) fn push<F: InboxFlag + ?Sized>(&self, id: TaskKey, notified: &F) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
@@ -311,7 +311,7 @@ impl<Op> Inbox<Op> {
     /// drain, run and emptied, with its room): the queue and the batch are
     /// swapped under the contended lock, the queued ops are not copied, and
     /// the pushes that follow find the batch's room without reallocating.
-    pub(crate) fn drain_into(&self, out: &mut Vec<TaskId>, ops: Option<&mut Vec<Op>>) {
+    pub(crate) fn drain_into(&self, out: &mut Vec<TaskKey>, ops: Option<&mut Vec<Op>>) {
         let mask = if ops.is_some() { IDS | OPS } else { IDS };
         let mut bits = self.pending.load(Ordering::Acquire);
         while bits & mask != 0 {
@@ -369,7 +369,7 @@ mod tests {
     fn wakes_are_deduplicated_until_drained() {
         let r = Remote::default();
         let flag = AtomicBool::new(false);
-        let id = TaskId::new(3, 1);
+        let id = TaskKey::new(3, 1);
         r.push(id, &flag);
         r.push(id, &flag);
         let mut out = vec![];
@@ -466,7 +466,7 @@ mod tests {
     fn closed_inbox_ignores_wakes() {
         let r = Arc::new(Remote::default());
         assert!(r.close().is_empty());
-        r.push(TaskId::new(0, 0), &AtomicBool::new(false));
+        r.push(TaskKey::new(0, 0), &AtomicBool::new(false));
         assert!(!r.has_pending());
     }
 }
@@ -483,7 +483,7 @@ mod loom_tests {
     /// An op of the models: an executor's remote abort (the id is what the
     /// executor would read).
     #[derive(Debug)]
-    struct Abort(#[allow(dead_code)] TaskId);
+    struct Abort(#[allow(dead_code)] TaskKey);
     type Remote = Inbox<Abort>;
 
     /// A host waker that records that it was woken (the `block_on` thread
@@ -507,7 +507,7 @@ mod loom_tests {
             let flag = Arc::new(AtomicBool::new(false));
             let woken = Arc::new(AtomicBool::new(false));
             let (r2, f2) = (remote.clone(), flag.clone());
-            let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &*f2));
+            let t = thread::spawn(move || r2.push(TaskKey::new(1, 0), &*f2));
 
             let host = std::task::Waker::from(std::sync::Arc::new(Flag(woken.clone())));
             remote.set_host(&mut None, &host);
@@ -524,7 +524,7 @@ mod loom_tests {
             }
             // Whatever happened, the id is delivered exactly once.
             remote.drain_into(&mut out, Some(&mut Vec::new()));
-            assert_eq!(out, vec![TaskId::new(1, 0)]);
+            assert_eq!(out, vec![TaskKey::new(1, 0)]);
         });
     }
 
@@ -542,7 +542,7 @@ mod loom_tests {
             let ts: Vec<_> = (0..2u32)
                 .map(|i| {
                     let r = remote.clone();
-                    thread::spawn(move || r.push(TaskId::new(i, 0), &AtomicBool::new(false)))
+                    thread::spawn(move || r.push(TaskKey::new(i, 0), &AtomicBool::new(false)))
                 })
                 .collect();
             let mut out = Vec::new();
@@ -559,7 +559,7 @@ mod loom_tests {
             }
             remote.drain_into(&mut out, Some(&mut Vec::new()));
             out.sort();
-            assert_eq!(out, vec![TaskId::new(0, 0), TaskId::new(1, 0)]);
+            assert_eq!(out, vec![TaskKey::new(0, 0), TaskKey::new(1, 0)]);
         });
     }
 
@@ -575,11 +575,12 @@ mod loom_tests {
             let (_flag, woken, host) = host();
             remote.set_host(&mut None, &host);
             let r1 = remote.clone();
-            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let waking =
+                thread::spawn(move || r1.push(TaskKey::new(1, 0), &AtomicBool::new(false)));
             let r2 = remote.clone();
             let sending = thread::spawn(move || {
-                r2.push_op(Abort(TaskId::new(2, 0))).is_ok()
-                    && r2.push_op(Abort(TaskId::new(3, 0))).is_ok()
+                r2.push_op(Abort(TaskKey::new(2, 0))).is_ok()
+                    && r2.push_op(Abort(TaskKey::new(3, 0))).is_ok()
             });
             let mut out = Vec::new();
             remote.drain_into(&mut out, None);
@@ -594,12 +595,12 @@ mod loom_tests {
                 );
             }
             remote.drain_into(&mut out, None);
-            assert_eq!(out, vec![TaskId::new(1, 0)]);
+            assert_eq!(out, vec![TaskKey::new(1, 0)]);
             let mut ops = Vec::new();
             remote.drain_into(&mut out, Some(&mut ops));
             assert_eq!(out.len(), 1);
             assert_eq!(ops.len(), 2);
-            assert!(matches!(ops[0], Abort(id) if id == TaskId::new(2, 0)));
+            assert!(matches!(ops[0], Abort(id) if id == TaskKey::new(2, 0)));
             assert!(!remote.has_pending());
         });
     }
@@ -617,9 +618,10 @@ mod loom_tests {
             let (_flag, woken, host) = host();
             remote.set_host(&mut None, &host);
             let r1 = remote.clone();
-            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let waking =
+                thread::spawn(move || r1.push(TaskKey::new(1, 0), &AtomicBool::new(false)));
             let r2 = remote.clone();
-            let sending = thread::spawn(move || r2.push_op(Abort(TaskId::new(2, 0))).is_ok());
+            let sending = thread::spawn(move || r2.push_op(Abort(TaskKey::new(2, 0))).is_ok());
             let (mut out, mut ops) = (Vec::new(), Vec::new());
             remote.drain_into(&mut out, Some(&mut ops));
             let would_park = (out.is_empty() || ops.is_empty()) && !remote.has_pending();
@@ -632,7 +634,7 @@ mod loom_tests {
                 );
             }
             remote.drain_into(&mut out, Some(&mut ops));
-            assert_eq!(out, vec![TaskId::new(1, 0)]);
+            assert_eq!(out, vec![TaskKey::new(1, 0)]);
             assert_eq!(ops.len(), 1);
         });
     }
@@ -648,7 +650,7 @@ mod loom_tests {
             let ts: Vec<_> = (0..2)
                 .map(|_| {
                     let (r, f) = (remote.clone(), flag.clone());
-                    thread::spawn(move || r.push(TaskId::new(1, 0), &*f))
+                    thread::spawn(move || r.push(TaskKey::new(1, 0), &*f))
                 })
                 .collect();
             for t in ts {
@@ -659,7 +661,7 @@ mod loom_tests {
             assert_eq!(out.len(), 1, "two wakes before a drain enqueue once");
             let _ = flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire);
             let (r, f) = (remote.clone(), flag.clone());
-            let late = thread::spawn(move || r.push(TaskId::new(1, 0), &*f));
+            let late = thread::spawn(move || r.push(TaskKey::new(1, 0), &*f));
             late.join().unwrap();
             out.clear();
             remote.drain_into(&mut out, Some(&mut Vec::new()));
@@ -698,7 +700,8 @@ mod loom_tests {
             let tb = tb.unwrap();
 
             let r1 = remote.clone();
-            let waking = thread::spawn(move || r1.push(TaskId::new(1, 0), &AtomicBool::new(false)));
+            let waking =
+                thread::spawn(move || r1.push(TaskKey::new(1, 0), &AtomicBool::new(false)));
             let r2 = remote.clone();
             let leaving = thread::spawn(move || r2.remove_host(tb));
 
@@ -727,7 +730,7 @@ mod loom_tests {
             }
             a_woken.store(false, Ordering::SeqCst);
             c_woken.store(false, Ordering::SeqCst);
-            remote.push(TaskId::new(2, 0), &AtomicBool::new(false));
+            remote.push(TaskKey::new(2, 0), &AtomicBool::new(false));
             remote.wake_host();
             assert!(!a_woken.load(Ordering::SeqCst) && !c_woken.load(Ordering::SeqCst));
         });
@@ -749,7 +752,7 @@ mod loom_tests {
             remote.set_host(&mut ta, &wa);
 
             let r1 = remote.clone();
-            let op = thread::spawn(move || r1.push_op(Abort(TaskId::new(3, 0))).is_ok());
+            let op = thread::spawn(move || r1.push_op(Abort(TaskKey::new(3, 0))).is_ok());
             let (r2, wb2) = (remote.clone(), wb.clone());
             let registering = thread::spawn(move || {
                 let mut tb = None;
@@ -773,7 +776,7 @@ mod loom_tests {
             }
             a_woken.store(false, Ordering::SeqCst);
             b_woken.store(false, Ordering::SeqCst);
-            assert!(remote.push_op(Abort(TaskId::new(4, 0))).is_err());
+            assert!(remote.push_op(Abort(TaskKey::new(4, 0))).is_err());
             remote.wake_host();
             assert!(!a_woken.load(Ordering::SeqCst) && !b_woken.load(Ordering::SeqCst));
         });
@@ -787,7 +790,7 @@ mod loom_tests {
             let remote = Arc::new(Remote::default());
             let flag = Arc::new(AtomicBool::new(false));
             let (r2, f2) = (remote.clone(), flag.clone());
-            let t = thread::spawn(move || r2.push(TaskId::new(1, 0), &*f2));
+            let t = thread::spawn(move || r2.push(TaskKey::new(1, 0), &*f2));
             let _ = remote.close();
             t.join().unwrap();
             let mut out = Vec::new();

@@ -434,6 +434,9 @@ impl<K: QueueKey> fmt::Debug for Spawner<K> {
 /// Outside a running tourbillon executor, after it shut down, or when the
 /// current queue is quarantined
 /// ([`SpawnError::Quarantined`]); use [`try_spawn`] for an error instead.
+/// The panic's location is the caller's (`#[track_caller]`, as tokio's
+/// `spawn_local`).
+#[track_caller]
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + 'static,

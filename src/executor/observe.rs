@@ -11,13 +11,14 @@ use std::time::Duration;
 use super::core::Core;
 use crate::boundary;
 use crate::stats::Stall;
-use crate::task::id::TaskId;
+use crate::task::id::{TaskId, TaskKey};
 
 /// What [`Core::observe_before`] read before a poll: the task's
-/// wake-to-first-poll delay and its name (for a stall report: a task that
-/// completes in the poll loses its name with its slot).
+/// wake-to-first-poll delay, and its id and name (for a stall report: a
+/// task that completes in the poll loses its slot).
 pub(crate) struct Observed {
     latency_ns: Option<u64>,
+    task: Option<TaskId>,
     name: Option<Rc<str>>,
 }
 
@@ -61,26 +62,35 @@ impl Core {
         })
     }
 
-    /// The `tracing` span of a poll of task `id` of queue `q`.
+    /// The `tracing` span of a poll of the task of key `id` of queue `q`,
+    /// whose `task` field is the task's id (none for a stale key: nothing
+    /// is polled).
     #[cfg(feature = "tracing")]
-    pub(super) fn poll_span(&self, q: usize, id: TaskId) -> Traced<'_> {
-        Traced::enter(&self.panics, || {
-            tracing::trace_span!("poll", queue = q, task = %id).entered()
+    pub(super) fn poll_span(&self, q: usize, id: TaskKey) -> Traced<'_> {
+        let task = self.tasks.borrow().get(id).map(|e| e.task_id());
+        Traced::enter(&self.panics, || match task {
+            Some(task) => tracing::trace_span!("poll", queue = q, task = %task).entered(),
+            None => tracing::trace_span!("poll", queue = q).entered(),
         })
     }
 
     /// What the observability needs from before a poll of `id` that
     /// starts at `start_ns` (histograms, stall detector): the delay since
-    /// the task became runnable, and its name. Whether `id` is live is not
+    /// the task became runnable, and its id and name. Whether `id` is live is not
     /// checked: the poll says so, and the result of a stale id is dropped.
     #[inline(always)]
-    pub(super) fn observe_before(&self, id: TaskId, start_ns: u64) -> Observed {
+    pub(super) fn observe_before(&self, id: TaskKey, start_ns: u64) -> Observed {
         let tasks = self.tasks.borrow();
         Observed {
             latency_ns: if self.cfg.latency {
                 tasks
                     .slot_ready_ns(id)
                     .map(|ready| start_ns.saturating_sub(ready))
+            } else {
+                None
+            },
+            task: if self.cfg.stall_ns != u64::MAX {
+                tasks.get(id).map(|e| e.task_id())
             } else {
                 None
             },
@@ -100,7 +110,7 @@ impl Core {
     pub(super) fn observe_after(
         &self,
         q: usize,
-        id: TaskId,
+        id: TaskKey,
         before: Observed,
         again: bool,
         start_ns: u64,
@@ -118,7 +128,9 @@ impl Core {
             }
         }
         if elapsed_ns >= self.cfg.stall_ns {
-            self.report_stall(q, id, before.name, elapsed_ns);
+            if let Some(task) = before.task {
+                self.report_stall(q, task, before.name, elapsed_ns);
+            }
         }
     }
 

@@ -14,7 +14,7 @@ use crate::clock::duration_ns;
 use crate::queue::QueueSpec;
 use crate::sched::{Quarantine, QueueScheduler};
 use crate::stats::QueueCounters;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 
 /// One queue at run time.
 pub(crate) struct QueueState {
@@ -123,7 +123,7 @@ impl Queues {
     /// non-empty and awaits placement.
     #[must_use = "`true` asks for a placement at the next boundary (`Core::on_activation`)"]
     #[inline(always)]
-    pub(crate) fn push(&mut self, q: usize, task: TaskId, group: GroupId) -> bool {
+    pub(crate) fn push(&mut self, q: usize, task: TaskKey, group: GroupId) -> bool {
         let qs = &mut self.list[q];
         qs.sched.push(task, group);
         if qs.activation_pending || self.eevdf.ents[q].runnable {

@@ -49,15 +49,10 @@ use crate::boundary;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
 use crate::sync::{AtomicBool, Mutex, MutexGuard};
-use crate::task::id::TaskId;
+use crate::task::id::{TaskId, TaskKey};
 use crate::task::join_error::JoinError;
 use crate::task::slab::ResultSink;
 use std::sync::atomic::Ordering;
-
-/// The id reported by a [`JoinError`] of a remote task that was never
-/// spawned (the executor shut down before it took the task, or its queue
-/// is quarantined).
-const NEVER_SPAWNED: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
 /// What a remote task, its handle and the executor share: one allocation,
 /// made by the spawning thread. `S` is what the executor needs to spawn
@@ -80,8 +75,11 @@ struct SlotState<T> {
     done: bool,
     /// The handle's waker.
     waker: Option<Waker>,
-    /// The task, once the executor spawned it.
-    id: Option<TaskId>,
+    /// The task's key, once the executor spawned it.
+    id: Option<TaskKey>,
+    /// The task's id, once the executor spawned it (a remote task that was
+    /// never spawned gets one when its `JoinError` is made).
+    task: Option<TaskId>,
     /// `abort()` was called.
     abort: bool,
 }
@@ -103,6 +101,7 @@ impl<T, S> Shared<T, S> {
                 done: false,
                 waker: None,
                 id: None,
+                task: None,
                 abort: false,
             }),
             aborted: AtomicBool::new(false),
@@ -121,9 +120,10 @@ impl<T, S: ?Sized> Shared<T, S> {
     /// Executor side, after spawning: publishes the id; `true` if `abort()`
     /// came first (it could not name the task: the executor aborts it, and
     /// the task is dropped unpolled).
-    fn started(&self, id: TaskId) -> bool {
+    fn started(&self, id: TaskKey, task: Option<TaskId>) -> bool {
         let mut st = self.lock();
         st.id = Some(id);
+        st.task = task;
         st.abort
     }
 
@@ -131,7 +131,7 @@ impl<T, S: ?Sized> Shared<T, S> {
     /// for, when the task was already started. `None` when there is nothing
     /// to send: finished, aborted before, or not started (then `started`
     /// sees the flag).
-    fn request_abort(&self) -> Option<TaskId> {
+    fn request_abort(&self) -> Option<TaskKey> {
         let mut st = self.lock();
         if st.done || st.abort {
             return None;
@@ -164,8 +164,15 @@ impl<T, S: ?Sized> Shared<T, S> {
 
     /// The task will never deliver: the handle reads `Cancelled`.
     fn cancel_slot(self: Arc<Self>) {
-        let id = self.lock().id.unwrap_or(NEVER_SPAWNED);
+        let id = self.task_id();
         self.complete(Err(JoinError::cancelled(id)));
+    }
+
+    /// The task's id, or a new one for a task that was never spawned (the
+    /// executor shut down before it took the task, or its queue is
+    /// quarantined).
+    fn task_id(&self) -> TaskId {
+        *self.lock().task.get_or_insert_with(TaskId::next)
     }
 }
 
@@ -228,7 +235,8 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
                 core.panics.report(p);
             }
             let payload: boundary::Payload = Box::new(why.task_payload());
-            self.complete(Err(JoinError::panic(NEVER_SPAWNED, payload)));
+            let id = self.task_id();
+            self.complete(Err(JoinError::panic(id, payload)));
             return;
         }
         let spawn = Spawn {
@@ -242,7 +250,8 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
             return;
         };
         let id = oid.id();
-        let aborted = self.started(id);
+        let task = core.tasks.borrow().get(id).map(|e| e.task_id());
+        let aborted = self.started(id, task);
         core.tasks.borrow_mut().set_deliver(oid, self);
         if aborted {
             // `abort()` came after the check above but before the id was
@@ -480,7 +489,7 @@ impl<T> fmt::Debug for RemoteJoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let st = self.slot.lock();
         f.debug_struct("RemoteJoinHandle")
-            .field("id", &st.id)
+            .field("id", &st.task)
             .field("finished", &st.done)
             .finish()
     }
@@ -523,11 +532,11 @@ mod loom_tests {
             let slot = slot();
             let s2 = slot.clone();
             let aborter = thread::spawn(move || s2.request_abort());
-            let id = TaskId::new(4, 2);
+            let id = TaskKey::new(4, 2);
             let (skipped, direct) = if slot.aborted.load(Ordering::Acquire) {
                 (true, false)
             } else {
-                (false, slot.started(id))
+                (false, slot.started(id, None))
             };
             let op = aborter.join().unwrap();
             let paths = skipped as u8 + direct as u8 + op.is_some() as u8;
@@ -546,7 +555,7 @@ mod loom_tests {
         // later abort, and the abort op, if any, finds it finished).
         loom::model(|| {
             let slot = slot();
-            assert!(!slot.started(TaskId::new(1, 0)));
+            assert!(!slot.started(TaskKey::new(1, 0), None));
             let s2 = slot.clone();
             let aborter = thread::spawn(move || s2.request_abort());
             slot.clone().complete(Ok(7));

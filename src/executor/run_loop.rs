@@ -35,7 +35,7 @@ use super::core::{bump, Core};
 use super::queues::Queues;
 use crate::boundary;
 use crate::task::harness::{poll_task, Done, Next, Panics, Polled};
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 use crate::task::raw::Finish;
 use crate::task::slab::Spurious;
 
@@ -359,7 +359,7 @@ impl Core {
     fn poll_step(
         &self,
         q: usize,
-        id: TaskId,
+        id: TaskKey,
         mode: RunMode,
         poll_start: &mut u64,
         done: &mut Option<Done>,
@@ -441,7 +441,7 @@ impl Core {
     /// ([`RunState::second_site`](super::run_state::RunState::second_site));
     /// nested, with tokio's budget for this poll alone (`crate::coop`).
     #[inline(always)]
-    fn poll_one(&self, id: TaskId, site: bool, mode: RunMode, done: &mut Option<Done>) -> Polled {
+    fn poll_one(&self, id: TaskKey, site: bool, mode: RunMode, done: &mut Option<Done>) -> Polled {
         #[cfg(feature = "tokio")]
         let budget = if mode.own_budget {
             crate::coop::task_budget()
@@ -462,7 +462,7 @@ impl Core {
     fn after_poll(
         &self,
         q: usize,
-        id: TaskId,
+        id: TaskKey,
         polled: Polled,
         mode: RunMode,
         elapsed: Option<u64>,
@@ -514,7 +514,7 @@ impl Core {
     /// the driver with this message). The task is not polled.
     #[cold]
     #[inline(never)]
-    pub(crate) fn refused(&self, qs: &Queues, q: usize, id: TaskId, why: Spurious) {
+    pub(crate) fn refused(&self, qs: &Queues, q: usize, id: TaskKey, why: Spurious) {
         let name = &qs.list[q].name;
         self.panics.violation(|| match why {
             Spurious::OtherQueue(other) => format!(
@@ -538,7 +538,7 @@ impl Core {
     fn pending_again(
         &self,
         q: usize,
-        id: TaskId,
+        id: TaskKey,
         next: Next,
         elapsed: Option<Duration>,
         tell_polled: bool,
@@ -569,7 +569,7 @@ impl Core {
     /// runnable again is pushed to its level, after the run's tail (which
     /// was requeued before it).
     #[inline(never)]
-    fn charge_las(&self, q: usize, id: TaskId, group: GroupId, next: Next, ns: u64) {
+    fn charge_las(&self, q: usize, id: TaskKey, group: GroupId, next: Next, ns: u64) {
         let mut qs = self.queues.borrow_mut();
         let requeue = next != Next::Wait;
         if requeue {
@@ -623,7 +623,7 @@ impl Core {
     /// Book-keeping for a task that ended; its panic, taken for
     /// `Propagate`, goes to the panic sink.
     #[inline(always)]
-    pub(super) fn finish(&self, id: TaskId, done: Done, elapsed: Option<Duration>, polled: bool) {
+    pub(super) fn finish(&self, id: TaskKey, done: Done, elapsed: Option<Duration>, polled: bool) {
         let Done {
             queue,
             group,

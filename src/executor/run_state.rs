@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 
-use crate::task::id::TaskId;
+use crate::task::id::TaskKey;
 
 /// The run loop's state, read and written on every poll.
 #[derive(Debug, Default)]
@@ -154,11 +154,11 @@ pub(crate) const HELD: usize = 64;
 
 /// Task ids in `Cell`s, written and read without a borrow.
 #[derive(Debug)]
-pub(crate) struct Batch(pub(crate) [Cell<TaskId>; HELD]);
+pub(crate) struct Batch(pub(crate) [Cell<TaskKey>; HELD]);
 
 impl Default for Batch {
     fn default() -> Self {
-        Self(std::array::from_fn(|_| Cell::new(TaskId::new(0, 0))))
+        Self(std::array::from_fn(|_| Cell::new(TaskKey::new(0, 0))))
     }
 }
 

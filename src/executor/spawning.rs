@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use super::core::{Core, Remote};
 use crate::error::SpawnError;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 use crate::task::join::JoinHandle;
 use crate::task::slab::{OutputId, TaskSlab};
 
@@ -75,7 +75,7 @@ impl Core {
         } = spawn;
         self.insert_and_queue(queue, group, name, |tasks, group| {
             let (cell, group) = tasks.insert_joined(future, queue, group);
-            let id = cell.id();
+            let id = cell.key();
             (JoinHandle::new(cell), id, group)
         })
     }
@@ -112,7 +112,7 @@ impl Core {
         q: usize,
         group: Option<u64>,
         name: Option<Rc<str>>,
-        insert: impl FnOnce(&mut TaskSlab<Remote>, Option<GroupId>) -> (R, TaskId, GroupId),
+        insert: impl FnOnce(&mut TaskSlab<Remote>, Option<GroupId>) -> (R, TaskKey, GroupId),
     ) -> Result<R, SpawnError> {
         if self.shutdown.get() {
             return Err(SpawnError::Shutdown);

@@ -43,7 +43,7 @@ impl Schedule for Remote {
     /// on this thread, else through its inbox (it then applies the abort
     /// at its next poll boundary, the same one).
     fn abort(&self, header: &Header) {
-        let id = header.id;
+        let id = header.key;
         let local = context::with_current_ref(|core| match core {
             Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), self) => {
                 core.abort(id);
@@ -63,7 +63,7 @@ impl Schedule for Remote {
 #[cold]
 #[inline(never)]
 fn foreign_wake(remote: &Remote, header: &Header) {
-    remote.push(header.id, header);
+    remote.push(header.key, header);
 }
 
 /// Model checks of the cross-thread paths between the task core and the

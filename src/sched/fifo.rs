@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 
 use super::Scheduler;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 
 /// First in, first out by the time a task became runnable: the default
 /// scheduler of every queue, and what tokio's `LocalSet` and most executors
@@ -14,7 +14,7 @@ use crate::task::id::{GroupId, TaskId};
 /// queued.
 #[derive(Debug, Default, Clone)]
 pub struct RunnableFifo {
-    ids: VecDeque<TaskId>,
+    ids: VecDeque<TaskKey>,
 }
 
 impl RunnableFifo {
@@ -28,7 +28,7 @@ impl RunnableFifo {
     /// go behind), so the run loop takes a batch per borrow of the queues
     /// instead of one id (a borrow, a dispatch and a deque pop per poll).
     #[inline]
-    pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
+    pub(crate) fn take_front(&mut self, buf: &[Cell<TaskKey>]) -> usize {
         // No early return for 0 (an empty queue at a run's refill): the
         // loops and `drain(..0)` below do nothing, and the test would cost
         // every batch, a ping-pong's one-id batches included (4 instructions
@@ -62,13 +62,13 @@ impl RunnableFifo {
     /// Pushes `ids` behind the held ones, in order: one capacity check for
     /// the batch.
     #[inline]
-    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>]) {
+    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskKey>]) {
         self.ids.extend(ids.iter().map(Cell::get));
     }
 
     /// Puts `ids` back in front, in order: undoes a
     /// [`take_front`](Self::take_front) of ids that were not run.
-    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
+    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskKey>]) {
         self.ids.reserve(ids.len());
         for id in ids.iter().rev() {
             self.ids.push_front(id.get());
@@ -78,12 +78,12 @@ impl RunnableFifo {
 
 impl Scheduler for RunnableFifo {
     #[inline]
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         self.ids.push_back(task);
     }
 
     #[inline]
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.ids.pop_front()
     }
 
@@ -111,7 +111,7 @@ mod tests {
         let mut f = RunnableFifo::new();
         let g = GroupId::task(0);
         for i in 0..5 {
-            f.push(TaskId::new(i, 0), g);
+            f.push(TaskKey::new(i, 0), g);
         }
         assert_eq!(f.len(), 5);
         let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|t| t.index()).collect();
@@ -129,7 +129,7 @@ mod tests {
         let mut next = 0u32;
         for round in 0..200u32 {
             for _ in 0..(round % 7 + 1) {
-                f.push(TaskId::new(next, 0), g);
+                f.push(TaskKey::new(next, 0), g);
                 model.push_back(next);
                 next += 1;
             }
@@ -148,10 +148,10 @@ mod tests {
         let g = GroupId::task(0);
         let mut model = std::collections::VecDeque::new();
         let mut next = 0u32;
-        let buf: [Cell<TaskId>; 7] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
+        let buf: [Cell<TaskKey>; 7] = std::array::from_fn(|_| Cell::new(TaskKey::new(0, 0)));
         for round in 0..300u32 {
             for _ in 0..(round % 9 + 1) {
-                f.push(TaskId::new(next, 0), g);
+                f.push(TaskKey::new(next, 0), g);
                 model.push_back(next);
                 next += 1;
             }
@@ -177,18 +177,18 @@ mod tests {
     fn put_front_after_growth_keeps_order() {
         let mut f = RunnableFifo::new();
         let g = GroupId::task(0);
-        let buf: [Cell<TaskId>; 4] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
+        let buf: [Cell<TaskKey>; 4] = std::array::from_fn(|_| Cell::new(TaskKey::new(0, 0)));
         for i in 0..4 {
-            f.push(TaskId::new(i, 0), g);
+            f.push(TaskKey::new(i, 0), g);
         }
         assert_eq!(f.take_front(&buf), 4);
         // Polling the first held task woke 20 others: the deque grows.
         for i in 4..24 {
-            f.push(TaskId::new(i, 0), g);
+            f.push(TaskKey::new(i, 0), g);
         }
         // The run ends: the three unpolled ids go back in front.
         f.put_front(&buf[1..4]);
-        f.push(TaskId::new(24, 0), g);
+        f.push(TaskKey::new(24, 0), g);
         let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|t| t.index()).collect();
         let expect: Vec<u32> = (1..25).collect();
         assert_eq!(order, expect);
@@ -197,13 +197,13 @@ mod tests {
             assert_eq!(f.take_front(&buf[..1]), 0);
         }
         for i in 0..3 {
-            f.push(TaskId::new(i, 0), g);
+            f.push(TaskKey::new(i, 0), g);
         }
         assert_eq!(f.take_front(&buf[..3]), 3);
         f.push_back_all(&buf[..3]);
         f.put_front(&buf[..2]);
         for i in 3..40 {
-            f.push(TaskId::new(i, 0), g);
+            f.push(TaskKey::new(i, 0), g);
         }
         let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|t| t.index()).collect();
         let mut expect = vec![0, 1, 0, 1, 2];
@@ -216,13 +216,13 @@ mod tests {
         let mut f = RunnableFifo::new();
         let mut model = std::collections::VecDeque::new();
         let mut next = 0u32;
-        let buf: [Cell<TaskId>; 11] = std::array::from_fn(|_| Cell::new(TaskId::new(0, 0)));
+        let buf: [Cell<TaskKey>; 11] = std::array::from_fn(|_| Cell::new(TaskKey::new(0, 0)));
         for round in 0..300usize {
             // A batch of 1 to 11 ids behind the queued ones (wrapping the
             // deque, and growing it when it is full) ...
             let n = round % 11 + 1;
             for slot in &buf[..n] {
-                slot.set(TaskId::new(next, 0));
+                slot.set(TaskKey::new(next, 0));
                 model.push_back(next);
                 next += 1;
             }

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use super::{Quarantine, Scheduler, QUARANTINE_AFTER};
 use crate::boundary::{call, panic_message, PanicSink, Payload};
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 
 /// The methods of [`Scheduler`] the executor calls, each with its count
 /// of panics in a row.
@@ -79,7 +79,7 @@ pub(crate) struct Guarded {
     /// The user's scheduler; `None` once the quarantine took it.
     inner: Option<Box<dyn Scheduler>>,
     /// Tasks whose `push` panicked, served before the scheduler's own.
-    rescued: VecDeque<TaskId>,
+    rescued: VecDeque<TaskKey>,
     /// Whether the queue may hold tasks: set by a push, cleared by a `pop`
     /// that returned `None`.
     may_hold: bool,
@@ -209,7 +209,7 @@ impl Guarded {
     }
 
     #[inline(never)]
-    pub(crate) fn push(&mut self, task: TaskId, group: GroupId) {
+    pub(crate) fn push(&mut self, task: TaskKey, group: GroupId) {
         let before = cfg!(debug_assertions).then(|| self.inner_len()).flatten();
         let Some(inner) = self.live_mut() else {
             // Quarantined: the executor ends the task.
@@ -228,7 +228,7 @@ impl Guarded {
     }
 
     #[inline(never)]
-    pub(crate) fn pop(&mut self) -> Option<TaskId> {
+    pub(crate) fn pop(&mut self) -> Option<TaskKey> {
         if self.quarantined.get() {
             self.may_hold = false;
             return None;
@@ -294,7 +294,7 @@ impl Guarded {
     #[inline(never)]
     pub(crate) fn polled(
         &mut self,
-        task: TaskId,
+        task: TaskKey,
         group: GroupId,
         elapsed: Option<Duration>,
         finished: bool,
@@ -306,7 +306,7 @@ impl Guarded {
     }
 
     #[inline(never)]
-    pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
+    pub(crate) fn forget(&mut self, task: TaskKey, group: GroupId) {
         if let Some(i) = self.rescued.iter().position(|&t| t == task) {
             self.rescued.remove(i);
         }

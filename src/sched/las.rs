@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use super::Scheduler;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 
 /// Least-attained-service scheduler (opt-in per queue; the default is
 /// [`RunnableFifo`](crate::sched::RunnableFifo)): the runnable task whose group has
@@ -114,12 +114,12 @@ pub struct Las {
 #[derive(Debug)]
 enum Order {
     /// `(service at push, sequence, task)`, least first.
-    Exact(BinaryHeap<Reverse<(u64, u64, TaskId)>>),
+    Exact(BinaryHeap<Reverse<(u64, u64, TaskKey)>>),
     /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
     /// set: level `l` holds an entry, live or not).
     Levels {
         q0_ns: u64,
-        fifos: Vec<VecDeque<(u64, TaskId)>>,
+        fifos: Vec<VecDeque<(u64, TaskKey)>>,
         nonempty: u64,
     },
 }
@@ -144,7 +144,7 @@ fn level(a: u64, q0: u64, levels: usize) -> usize {
 struct Guard {
     max_wait_ns: u64,
     /// (queue time at push, sequence, task), in push order.
-    arrivals: VecDeque<(u64, u64, TaskId)>,
+    arrivals: VecDeque<(u64, u64, TaskKey)>,
 }
 
 impl Las {
@@ -253,11 +253,11 @@ impl Las {
 
     /// Whether `(seq, task)` is the live entry of a queued task (every
     /// entry is, when [`batching`](Las::batches)).
-    fn is_live(&self, seq: u64, task: TaskId) -> bool {
+    fn is_live(&self, seq: u64, task: TaskKey) -> bool {
         self.batching || self.queued.get(task.index() as usize) == Some(&seq)
     }
 
-    fn take(&mut self, task: TaskId) -> TaskId {
+    fn take(&mut self, task: TaskKey) -> TaskKey {
         if !self.batching {
             self.queued[task.index() as usize] = 0;
         }
@@ -268,7 +268,7 @@ impl Las {
     /// The sequence number of a new entry of `task` (0 when
     /// [`batching`](Las::batches), which keeps none).
     #[inline]
-    fn enter(&mut self, task: TaskId) -> u64 {
+    fn enter(&mut self, task: TaskKey) -> u64 {
         self.len += 1;
         if self.batching {
             return 0;
@@ -303,7 +303,7 @@ impl Las {
     /// `buf.len()` live ids of level 0 when [`batches`](Las::batches) and
     /// level 0 holds any, else the one id [`pop`](Scheduler::pop) returns.
     #[inline]
-    pub(crate) fn take_front(&mut self, buf: &[Cell<TaskId>]) -> usize {
+    pub(crate) fn take_front(&mut self, buf: &[Cell<TaskKey>]) -> usize {
         if !self.batches() || self.front_is_empty() {
             return match self.pop() {
                 Some(id) => {
@@ -351,7 +351,7 @@ impl Las {
     /// its last poll's duration (`ns`, as [`charge`](Las::charge)), then
     /// pushes it behind level 0 if its group stays there, else to its
     /// level ([`batches`](Las::batches) only).
-    pub(crate) fn push_back_charged(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) {
+    pub(crate) fn push_back_charged(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) {
         let kept = self.keep_level0(ids, ns);
         if let Order::Levels {
             fifos, nonempty, ..
@@ -370,7 +370,7 @@ impl Las {
     /// become the next batch (level 0 being empty), and its first half:
     /// those that stay at level 0 are moved to the start of `ids`, in
     /// order, instead of being pushed; returns how many.
-    pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) -> usize {
+    pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) -> usize {
         let bound = self.level0_below;
         let mut kept = 0;
         let mut total = 0u64;
@@ -398,7 +398,7 @@ impl Las {
 
     /// Puts `ids` back in front of level 0, in order: undoes a
     /// [`take_front`](Las::take_front) of ids that were not run.
-    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
+    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskKey>]) {
         debug_assert!(self.batches(), "tourbillon bug: a Las batch without levels");
         let Order::Levels {
             fifos, nonempty, ..
@@ -439,7 +439,7 @@ impl Default for Las {
 }
 
 impl Scheduler for Las {
-    fn push(&mut self, task: TaskId, group: GroupId) {
+    fn push(&mut self, task: TaskKey, group: GroupId) {
         let key = self.service_ns(group);
         let seq = self.enter(task);
         match &mut self.order {
@@ -463,7 +463,7 @@ impl Scheduler for Las {
         }
     }
 
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         if let Some(g) = &self.guard {
             let limit = g.max_wait_ns;
             while let Some(&(at, seq, task)) = self.guard.as_ref().and_then(|g| g.arrivals.front())
@@ -516,7 +516,7 @@ impl Scheduler for Las {
 
     fn polled(
         &mut self,
-        _task: TaskId,
+        _task: TaskKey,
         group: GroupId,
         elapsed: Option<Duration>,
         _finished: bool,
@@ -526,7 +526,7 @@ impl Scheduler for Las {
         }
     }
 
-    fn forget(&mut self, task: TaskId, _group: GroupId) {
+    fn forget(&mut self, task: TaskKey, _group: GroupId) {
         if self.batching {
             // The entry stays until popped (see `batching`).
             return;
@@ -553,8 +553,8 @@ impl Scheduler for Las {
 mod tests {
     use super::*;
 
-    fn t(i: u32) -> TaskId {
-        TaskId::new(i, 0)
+    fn t(i: u32) -> TaskKey {
+        TaskKey::new(i, 0)
     }
     fn ms(n: u64) -> Option<Duration> {
         Some(Duration::from_millis(n))
@@ -650,7 +650,7 @@ mod tests {
             false,
         );
         s.push(t(5), GroupId::task(5));
-        let buf: Vec<Cell<TaskId>> = (0..3).map(|_| Cell::new(t(99))).collect();
+        let buf: Vec<Cell<TaskKey>> = (0..3).map(|_| Cell::new(t(99))).collect();
         assert_eq!(s.take_front(&buf), 3);
         let got: Vec<u32> = buf.iter().map(|c| c.get().index()).collect();
         assert_eq!(got, vec![0, 1, 2]);
@@ -664,7 +664,7 @@ mod tests {
         assert_eq!(order, vec![2, 3, 4, 0, 1, 5]);
         // Requeues that become the next batch: the ones that stay at
         // level 0 are kept, in order; the others go to their levels.
-        let ids: Vec<Cell<TaskId>> = [7, 8, 9].map(|i| Cell::new(t(i))).into();
+        let ids: Vec<Cell<TaskKey>> = [7, 8, 9].map(|i| Cell::new(t(i))).into();
         let ns = [Cell::new(10), Cell::new(200_000), Cell::new(20)];
         assert_eq!(s.keep_level0(&ids, &ns), 2);
         assert_eq!((ids[0].get(), ids[1].get()), (t(7), t(9)));
@@ -693,8 +693,8 @@ mod tests {
         assert_eq!(s.pop(), Some(t(1)));
         assert_eq!(s.pop(), None);
         // The slot is reused by a new task: its old heap entry stays dead.
-        s.push(TaskId::new(0, 1), GroupId::task(0));
-        assert_eq!(s.pop(), Some(TaskId::new(0, 1)));
+        s.push(TaskKey::new(0, 1), GroupId::task(0));
+        assert_eq!(s.pop(), Some(TaskKey::new(0, 1)));
         assert_eq!(s.pop(), None);
     }
 

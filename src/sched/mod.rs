@@ -4,7 +4,7 @@
 //! Between queues the executor decides (EEVDF, by weight); inside a queue a
 //! [`Scheduler`] does, set per queue with
 //! [`QueueSpec::scheduler`](crate::QueueSpec::scheduler). The trait sees
-//! only task ids, group ids and measured durations: the executor owns
+//! only task keys ([`TaskKey`]), group ids and measured durations: the executor owns
 //! tasks, wakers, channels and clocks. Its contract with the executor is
 //! documented on [`Scheduler`].
 //!
@@ -28,12 +28,21 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
-use crate::task::id::{GroupId, TaskId};
+use crate::task::id::{GroupId, TaskKey};
 pub use fifo::RunnableFifo;
 use guarded::Guarded;
 pub use las::Las;
 
 /// Orders the runnable tasks of one queue.
+///
+/// A scheduler names tasks by their [`TaskKey`]: where the task lives in
+/// its executor (unique among that executor's tasks, reused by a later
+/// task of another generation), not its process-unique [`TaskId`]
+/// (`task::id()`, `JoinHandle::id`). [`JoinHandle::key`](crate::JoinHandle::key)
+/// and [`AbortHandle::key`](crate::AbortHandle::key) give a task's key, to
+/// relate what a scheduler sees to a task.
+///
+/// [`TaskId`]: crate::task::TaskId
 ///
 /// # Contract
 ///
@@ -105,17 +114,17 @@ pub use las::Las;
 ///
 /// ```
 /// use tourbillon::sched::Scheduler;
-/// use tourbillon::task::{GroupId, TaskId};
+/// use tourbillon::task::{GroupId, TaskKey};
 /// use tourbillon::{Builder, QueueSpec};
 ///
 /// #[derive(Default)]
-/// struct Lifo(Vec<TaskId>);
+/// struct Lifo(Vec<TaskKey>);
 ///
 /// impl Scheduler for Lifo {
-///     fn push(&mut self, task: TaskId, _group: GroupId) {
+///     fn push(&mut self, task: TaskKey, _group: GroupId) {
 ///         self.0.push(task);
 ///     }
-///     fn pop(&mut self) -> Option<TaskId> {
+///     fn pop(&mut self) -> Option<TaskKey> {
 ///         self.0.pop()
 ///     }
 ///     fn len(&self) -> usize {
@@ -136,10 +145,10 @@ pub use las::Las;
 /// ```
 pub trait Scheduler: 'static {
     /// `task`, of group `group`, became runnable.
-    fn push(&mut self, task: TaskId, group: GroupId);
+    fn push(&mut self, task: TaskKey, group: GroupId);
 
     /// Removes and returns the task to poll next.
-    fn pop(&mut self) -> Option<TaskId>;
+    fn pop(&mut self) -> Option<TaskKey>;
 
     /// Number of task ids held.
     fn len(&self) -> usize;
@@ -158,12 +167,12 @@ pub trait Scheduler: 'static {
 
     /// A poll of `task` (returned by `pop`) ended; `elapsed` is its measured
     /// duration when timing was asked for; `finished` says the task is done.
-    fn polled(&mut self, task: TaskId, group: GroupId, elapsed: Option<Duration>, finished: bool) {
+    fn polled(&mut self, task: TaskKey, group: GroupId, elapsed: Option<Duration>, finished: bool) {
         let _ = (task, group, elapsed, finished);
     }
 
     /// `task` ended without being polled (aborted, or shut down).
-    fn forget(&mut self, task: TaskId, group: GroupId) {
+    fn forget(&mut self, task: TaskKey, group: GroupId) {
         let _ = (task, group);
     }
 
@@ -324,11 +333,11 @@ macro_rules! dispatch {
 
 impl QueueScheduler {
     #[inline]
-    pub(crate) fn push(&mut self, task: TaskId, group: GroupId) {
+    pub(crate) fn push(&mut self, task: TaskKey, group: GroupId) {
         dispatch!(self, s => s.push(task, group))
     }
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<TaskId> {
+    pub(crate) fn pop(&mut self) -> Option<TaskKey> {
         dispatch!(self, s => s.pop())
     }
     #[inline]
@@ -345,7 +354,7 @@ impl QueueScheduler {
     #[inline]
     pub(crate) fn polled(
         &mut self,
-        task: TaskId,
+        task: TaskKey,
         group: GroupId,
         elapsed: Option<Duration>,
         finished: bool,
@@ -357,7 +366,7 @@ impl QueueScheduler {
     #[inline]
     pub(crate) fn polled_pending(
         &mut self,
-        task: TaskId,
+        task: TaskKey,
         group: GroupId,
         elapsed: Option<Duration>,
         requeue: bool,
@@ -375,7 +384,7 @@ impl QueueScheduler {
     /// task from any other scheduler (whose choice may change with every
     /// push).
     #[inline(always)]
-    pub(crate) fn take_next(&mut self, buf: &[Cell<TaskId>]) -> usize {
+    pub(crate) fn take_next(&mut self, buf: &[Cell<TaskKey>]) -> usize {
         match self {
             QueueScheduler::Fifo(f) => f.take_front(buf),
             QueueScheduler::Las(l) => l.take_front(buf),
@@ -411,7 +420,7 @@ impl QueueScheduler {
             _ => None,
         }
     }
-    pub(crate) fn forget(&mut self, task: TaskId, group: GroupId) {
+    pub(crate) fn forget(&mut self, task: TaskKey, group: GroupId) {
         dispatch!(self, s => s.forget(task, group))
     }
     #[inline]
@@ -442,7 +451,7 @@ impl Front<'_> {
     /// task's own group with its poll's duration in `ns`
     /// ([`Las::push_back_charged`]).
     #[inline]
-    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskId>], ns: &[Cell<u64>]) {
+    pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) {
         match self {
             Front::Fifo(f) => f.push_back_all(ids),
             Front::Las(l) => l.push_back_charged(ids, ns),
@@ -450,7 +459,7 @@ impl Front<'_> {
     }
 
     /// Puts `ids` back in front, in order.
-    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskId>]) {
+    pub(crate) fn put_front(&mut self, ids: &[Cell<TaskKey>]) {
         match self {
             Front::Fifo(f) => f.put_front(ids),
             Front::Las(l) => l.put_front(ids),

@@ -1,6 +1,8 @@
 //! The task being polled on this thread: set by the run loop around each
 //! poll (through the harness's `PollScope`), read by `yield_now`'s fast
-//! path and by `task::id()`. A driver (`block_on`, a poll of `run_until`,
+//! path and by `task::id()`; and the task whose future or output is being
+//! dropped on this thread ([`dropping`]), which `task::id()` gives first.
+//! A driver (`block_on`, a poll of `run_until`,
 //! `run_until_stalled`) and each run save, clear and restore the marker of
 //! an enclosing poll (an executor driven inside another executor's task),
 //! so a driver's main future, which is no task, sees no task.
@@ -15,6 +17,8 @@ thread_local! {
     static POLLING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
     /// Set by `yield_now` when it yields the task being polled.
     static YIELDED: Cell<bool> = const { Cell::new(false) };
+    /// The task whose future or output this thread is dropping, if any.
+    static DROPPING: Cell<Option<TaskId>> = const { Cell::new(None) };
 }
 
 /// The poll marker of an enclosing poll (a task of an outer executor that
@@ -27,6 +31,7 @@ thread_local! {
 pub(crate) struct SavedMarker {
     header: *const (),
     yielded: bool,
+    dropping: Option<TaskId>,
 }
 
 /// A driver is entered or a run of this thread's executor starts: saves
@@ -36,6 +41,7 @@ pub(crate) fn save_marker() -> SavedMarker {
     SavedMarker {
         header: POLLING.with(|p| p.replace(std::ptr::null())),
         yielded: YIELDED.with(|y| y.replace(false)),
+        dropping: DROPPING.with(|d| d.replace(None)),
     }
 }
 
@@ -43,6 +49,26 @@ impl Drop for SavedMarker {
     fn drop(&mut self) {
         let _ = POLLING.try_with(|p| p.set(self.header));
         let _ = YIELDED.try_with(|y| y.set(self.yielded));
+        let _ = DROPPING.try_with(|d| d.set(self.dropping));
+    }
+}
+
+/// The id of the task whose future or output is dropped on this thread
+/// while the returned guard lives (`task::id()` gives it there, also
+/// inside a poll of another task); the previous one is back when the guard
+/// is dropped, also when unwinding.
+#[inline]
+pub(crate) fn dropping(id: TaskId) -> DroppingGuard {
+    DroppingGuard(DROPPING.try_with(|d| d.replace(Some(id))).ok().flatten())
+}
+
+/// Restores the task marked by [`dropping`] before.
+pub(crate) struct DroppingGuard(Option<TaskId>);
+
+impl Drop for DroppingGuard {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = DROPPING.try_with(|d| d.set(self.0));
     }
 }
 
@@ -114,8 +140,12 @@ pub(crate) fn keep_credit(header: &Header) -> bool {
     true
 }
 
-/// The id of the task this thread is polling, if any (`task::try_id`).
+/// The id of the task whose future or output this thread is dropping, else
+/// of the task it is polling, if any (`task::try_id`).
 pub(crate) fn task_id() -> Option<TaskId> {
+    if let Some(id) = DROPPING.try_with(Cell::get).ok().flatten() {
+        return Some(id);
+    }
     let header = POLLING.try_with(Cell::get).ok()?;
     if header.is_null() {
         return None;
@@ -125,7 +155,7 @@ pub(crate) fn task_id() -> Option<TaskId> {
     // restore it after, `save_marker`), and `enter` stores the header of a `RawTask` the harness
     // is polling: its RUNNING bit keeps the cell alive until the poll
     // returns, so the header is alive while this thread is inside that poll.
-    Some(unsafe { raw::header_ref(header) }.id)
+    Some(unsafe { raw::header_ref(header) }.task_id)
 }
 
 /// Whether this thread is polling a task right now.
@@ -149,7 +179,10 @@ pub(crate) fn try_fast_yield(waker: &std::task::Waker) -> bool {
     }
 }
 
-/// The id of the task being polled on this thread.
+/// The id of the task being polled on this thread, or whose future or
+/// output is being dropped on it (as tokio's `task::id`: in a destructor
+/// run by an abort, by a cancellation when the executor shuts down, or by
+/// the end of the task).
 ///
 /// # Panics
 /// Outside a task of a tourbillon executor (tokio's `task::id` panics
@@ -172,8 +205,8 @@ pub fn id() -> TaskId {
     try_id().expect("tourbillon::task::id() called outside a task")
 }
 
-/// The id of the task being polled on this thread, or `None` outside a
-/// task: in the future given to [`Executor::block_on`](crate::Executor::block_on)
+/// The id of the task being polled on this thread, or whose future or
+/// output is being dropped on it, or `None` outside a task: in the future given to [`Executor::block_on`](crate::Executor::block_on)
 /// or [`Executor::run_until`](crate::Executor::run_until) (also when that
 /// call is made inside a task of another executor, whose id is back once
 /// it returns), in a host runtime's task, on another thread.

@@ -13,7 +13,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::task::Waker;
 
-use super::id::{GroupId, TaskId};
+use super::id::{GroupId, TaskKey};
 use super::raw::{Finish, PollCode, RawTask};
 use super::schedule::Schedule;
 use super::slab::{Deliver, TaskEntry, TaskSlab};
@@ -176,7 +176,7 @@ impl Completion {
 #[inline(always)]
 fn complete<S: Schedule>(
     slab: &mut TaskSlab<S>,
-    id: TaskId,
+    id: TaskKey,
     raw: RawTask,
     finish: Finish,
     panic: Option<Box<dyn Any + Send>>,
@@ -221,7 +221,7 @@ fn complete<S: Schedule>(
 #[inline(always)]
 pub(crate) fn poll_task<S: Schedule, P: PollScope>(
     slab: &RefCell<TaskSlab<S>>,
-    id: TaskId,
+    id: TaskKey,
     take_panic: bool,
     second_site: bool,
     done: &mut Option<Done>,
@@ -274,7 +274,7 @@ pub(crate) fn poll_task<S: Schedule, P: PollScope>(
 #[inline(always)]
 fn ended<S: Schedule>(
     slab: &RefCell<TaskSlab<S>>,
-    id: TaskId,
+    id: TaskKey,
     raw: RawTask,
     finish: Finish,
     take_panic: bool,
@@ -291,7 +291,7 @@ fn ended<S: Schedule>(
 #[inline(always)]
 fn finish_task<S: Schedule>(
     slab: &RefCell<TaskSlab<S>>,
-    id: TaskId,
+    id: TaskKey,
     raw: RawTask,
     finish: Finish,
     take_panic: bool,
@@ -312,7 +312,7 @@ fn finish_task<S: Schedule>(
 #[inline(always)]
 fn settle_pending<S: Schedule>(
     slab: &RefCell<TaskSlab<S>>,
-    id: TaskId,
+    id: TaskKey,
     raw: RawTask,
     yielded: bool,
     take_panic: bool,
@@ -345,7 +345,7 @@ fn settle_pending<S: Schedule>(
 #[must_use = "the record of the cancelled task must be finished by the executor"]
 pub(crate) fn cancel_idle<S: Schedule>(
     slab: &RefCell<TaskSlab<S>>,
-    id: TaskId,
+    id: TaskKey,
     take_panic: bool,
 ) -> Option<Done> {
     let raw = {
@@ -376,7 +376,7 @@ pub(crate) fn cancel_idle<S: Schedule>(
 #[must_use = "the record of the ended task must be finished by the executor"]
 pub(crate) fn end_idle_with<S: Schedule>(
     slab: &RefCell<TaskSlab<S>>,
-    id: TaskId,
+    id: TaskKey,
     take_panic: bool,
     payload: impl FnOnce() -> Payload,
 ) -> Option<(Done, Option<Payload>)> {
@@ -406,7 +406,7 @@ mod tests {
     //! The task core alone: cells, slab, harness, wakers and handles run
     //! with a sink that records what reaches it, and no executor.
     use super::*;
-    use crate::task::id::TaskId;
+    use crate::task::id::TaskKey;
     use crate::task::raw::Header;
     use crate::task::state::TransitionToScheduled;
     use std::cell::Cell;
@@ -417,30 +417,30 @@ mod tests {
     /// What reached the sink: wakes and aborts, by task id.
     #[derive(Default)]
     struct Recorder {
-        wakes: Mutex<Vec<TaskId>>,
-        aborts: Mutex<Vec<TaskId>>,
+        wakes: Mutex<Vec<TaskKey>>,
+        aborts: Mutex<Vec<TaskKey>>,
     }
 
     impl Schedule for Recorder {
         fn wake(&self, header: &Header) {
-            self.wakes.lock().unwrap().push(header.id);
+            self.wakes.lock().unwrap().push(header.key);
         }
         fn abort(&self, header: &Header) {
-            self.aborts.lock().unwrap().push(header.id);
+            self.aborts.lock().unwrap().push(header.key);
         }
     }
 
     /// A poll scope that records the task being polled.
     #[derive(Default)]
     struct Scope {
-        polling: Cell<Option<TaskId>>,
+        polling: Cell<Option<TaskKey>>,
         yielded: Cell<bool>,
     }
 
     impl PollScope for Scope {
         fn enter(&self, task: RawTask) {
             // SAFETY: the harness enters a task it polls: RUNNING keeps it.
-            let id = unsafe { task.header_unbound() }.id;
+            let id = unsafe { task.header_unbound() }.key;
             assert_eq!(self.polling.replace(Some(id)), None, "one poll at a time");
         }
         fn leave(&self) -> bool {
@@ -523,7 +523,7 @@ mod tests {
         assert!(join.poll_result(noop).is_pending());
         let (scope, mut done) = (Scope::default(), None);
         assert_eq!(
-            poll_task(&cell, join.id(), false, true, &mut done, &scope),
+            poll_task(&cell, join.key(), false, true, &mut done, &scope),
             Polled::Done
         );
         assert!(done.take().unwrap().panics.is_none());
@@ -538,14 +538,14 @@ mod tests {
         std::thread::spawn(move || abort.abort()).join().unwrap();
         assert_eq!(
             *sink.aborts.lock().unwrap(),
-            vec![pending.id(), pending.id()]
+            vec![pending.key(), pending.key()]
         );
         assert!(
-            cell.borrow_mut().abort(pending.id()),
+            cell.borrow_mut().abort(pending.key()),
             "idle: cancel at the boundary"
         );
         // The executor's side: cancelled at the next poll boundary.
-        let d = cancel_idle(&cell, pending.id(), false).expect("cancelled");
+        let d = cancel_idle(&cell, pending.key(), false).expect("cancelled");
         assert!(d.cancelled);
         match pending.poll_result(noop) {
             Poll::Ready(Err(e)) => assert!(e.is_cancelled()),

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::task::id::TaskId;
+use crate::task::id::{TaskId, TaskKey};
 use crate::task::join_error::JoinError;
 use crate::task::raw::{AbortRef, JoinCell};
 
@@ -81,9 +81,15 @@ impl<T: 'static> JoinHandle<T> {
         self.cell.state().is_complete()
     }
 
-    /// The task's id.
+    /// The task's id, unique in the process.
     pub fn id(&self) -> TaskId {
         self.cell.id()
+    }
+
+    /// The task's key in its executor: what a
+    /// [`Scheduler`](crate::sched::Scheduler) of its queue is given.
+    pub fn key(&self) -> TaskKey {
+        self.cell.key()
     }
 }
 
@@ -137,9 +143,15 @@ impl AbortHandle {
         self.task.is_finished()
     }
 
-    /// The task's id.
+    /// The task's id, unique in the process.
     pub fn id(&self) -> TaskId {
         self.task.id()
+    }
+
+    /// The task's key in its executor: what a
+    /// [`Scheduler`](crate::sched::Scheduler) of its queue is given.
+    pub fn key(&self) -> TaskKey {
+        self.task.key()
     }
 }
 

@@ -13,9 +13,12 @@
 //!
 //! # Reference types
 //!
-//! * `TaskId` (`id.rs`): slab index + generation. Held by schedulers,
-//!   join handles and inbox entries; never dangles (a stale id simply finds
+//! * `TaskKey` (`id.rs`): slab index + generation. Held by schedulers,
+//!   join handles and inbox entries; never dangles (a stale key simply finds
 //!   no entry, or an entry of another generation).
+//! * `TaskId` (`id.rs`): the task's process-unique id, kept in the cell's
+//!   header, taken from a per-thread block of a global counter at spawn;
+//!   what the public API shows. No lookup goes by it.
 //! * `TaskEntry` (`slab.rs`): the executor's record of a live task, the
 //!   owner of one reference to the task cell.
 //! * `JoinCell` (`raw/join_cell.rs`), inside `JoinHandle`: the join handle's hold on

@@ -31,7 +31,7 @@ use std::task::Waker;
 
 use slab::Slab;
 
-use super::id::{GroupId, TaskId};
+use super::id::{GroupId, TaskId, TaskKey};
 use super::raw::{Header, JoinCell, OwnedTask, RawTask};
 use super::schedule::Schedule;
 use super::state::{State, TransitionToCancelled, TransitionToScheduled};
@@ -52,8 +52,12 @@ impl TaskEntry {
     pub(crate) fn queue(&self) -> usize {
         self.task.header().queue as usize
     }
-    pub(crate) fn id(&self) -> TaskId {
-        self.task.header().id
+    pub(crate) fn id(&self) -> TaskKey {
+        self.task.header().key
+    }
+    /// The task's process-unique id.
+    pub(crate) fn task_id(&self) -> TaskId {
+        self.task.header().task_id
     }
     pub(super) fn state(&self) -> State {
         self.task.header().state()
@@ -128,7 +132,7 @@ pub(crate) enum Spurious {
 /// remote delivery, [`TaskSlab::set_deliver`]), checked by the compiler
 /// instead of by a `TypeId` comparison.
 pub(crate) struct OutputId<T> {
-    pub(super) id: TaskId,
+    pub(super) id: TaskKey,
     _output: PhantomData<fn() -> T>,
 }
 
@@ -142,7 +146,7 @@ impl<T> Copy for OutputId<T> {}
 
 impl<T> OutputId<T> {
     /// The task's id.
-    pub(crate) fn id(self) -> TaskId {
+    pub(crate) fn id(self) -> TaskKey {
         self.id
     }
 }
@@ -296,7 +300,7 @@ impl<S: Schedule> TaskSlab<S> {
                 0
             }
         };
-        let id = TaskId::new(index as u32, generation);
+        let id = TaskKey::new(index as u32, generation);
         let keyed = group.is_some_and(|g| !g.is_task_group());
         let group = match group {
             Some(g) if keyed => {
@@ -344,7 +348,7 @@ impl<S: Schedule> TaskSlab<S> {
     }
 
     /// Names task `id` (it must be live).
-    pub(crate) fn set_name(&mut self, id: TaskId, name: Rc<str>) {
+    pub(crate) fn set_name(&mut self, id: TaskKey, name: Rc<str>) {
         let index = id.index() as usize;
         if index >= self.names.len() {
             self.names.resize(index + 1, None);
@@ -355,13 +359,13 @@ impl<S: Schedule> TaskSlab<S> {
     /// The name of the task in `id`'s slot, if it has one: `id`'s own when
     /// `id` is live (not checked: the run loop reads it before a poll that
     /// tells it whether `id` was live).
-    pub(crate) fn slot_name(&self, id: TaskId) -> Option<Rc<str>> {
+    pub(crate) fn slot_name(&self, id: TaskKey) -> Option<Rc<str>> {
         self.names.get(id.index() as usize)?.clone()
     }
 
     /// Records that task `id` became runnable at `now_ns`.
     #[inline]
-    pub(crate) fn set_ready(&mut self, id: TaskId, now_ns: u64) {
+    pub(crate) fn set_ready(&mut self, id: TaskKey, now_ns: u64) {
         let index = id.index() as usize;
         if index >= self.ready_ns.len() {
             self.ready_ns.resize(index + 1, 0);
@@ -373,7 +377,7 @@ impl<S: Schedule> TaskSlab<S> {
     /// stamps on), became runnable again at `now_ns`; no stamp for a slot
     /// never stamped.
     #[inline]
-    pub(crate) fn restamp_ready(&mut self, id: TaskId, now_ns: u64) {
+    pub(crate) fn restamp_ready(&mut self, id: TaskKey, now_ns: u64) {
         if let Some(stamp) = self.ready_ns.get_mut(id.index() as usize) {
             *stamp = now_ns;
         }
@@ -383,7 +387,7 @@ impl<S: Schedule> TaskSlab<S> {
     /// [`set_ready`](Self::set_ready)): `id`'s own stamp when `id` is live
     /// (not checked, as for [`slot_name`](Self::slot_name)).
     #[inline]
-    pub(crate) fn slot_ready_ns(&self, id: TaskId) -> Option<u64> {
+    pub(crate) fn slot_ready_ns(&self, id: TaskKey) -> Option<u64> {
         self.ready_ns.get(id.index() as usize).copied()
     }
 
@@ -396,20 +400,20 @@ impl<S: Schedule> TaskSlab<S> {
 
     /// The group of live task `id`: its keyed group if it was spawned in
     /// one (`KEYED`), else its own.
-    pub(crate) fn group_of_id(&self, id: TaskId) -> GroupId {
+    pub(crate) fn group_of_id(&self, id: TaskKey) -> GroupId {
         match self.get(id) {
             Some(e) => self.group_of(e.task.header()),
             None => GroupId::task(id.index()),
         }
     }
 
-    pub(crate) fn get(&self, id: TaskId) -> Option<&TaskEntry> {
+    pub(crate) fn get(&self, id: TaskKey) -> Option<&TaskEntry> {
         self.entries
             .get(id.index() as usize)
-            .filter(|e| e.task.header().id.generation() == id.generation())
+            .filter(|e| e.task.header().key.generation() == id.generation())
     }
 
-    pub(super) fn remove(&mut self, id: TaskId) -> TaskEntry {
+    pub(super) fn remove(&mut self, id: TaskKey) -> TaskEntry {
         let index = id.index() as usize;
         let entry = self.entries.remove(index);
         debug_assert!(!entry.state().is_running());
@@ -424,7 +428,7 @@ impl<S: Schedule> TaskSlab<S> {
     /// it names a live task that was not the scheduler's to hand out (one
     /// of another queue, or one not queued: an id returned twice or never
     /// pushed). Ids of ended tasks pass: `poll_task` skips them.
-    pub(crate) fn check_handout(&self, id: TaskId, queue: usize) -> Option<Spurious> {
+    pub(crate) fn check_handout(&self, id: TaskKey, queue: usize) -> Option<Spurious> {
         let e = self.get(id)?;
         let st = e.state();
         if st.is_complete() {
@@ -440,7 +444,7 @@ impl<S: Schedule> TaskSlab<S> {
 
     /// A wake of `id`: `Some((queue, group))` if the caller must push it now.
     #[must_use = "a woken idle task must be pushed to its scheduler"]
-    pub(crate) fn wake(&mut self, id: TaskId) -> Option<(usize, GroupId)> {
+    pub(crate) fn wake(&mut self, id: TaskKey) -> Option<(usize, GroupId)> {
         let e = self.get(id)?;
         match e.update(|st| st.transition_to_scheduled()) {
             TransitionToScheduled::Push => Some((e.queue(), self.group_of(e.task.header()))),
@@ -450,7 +454,7 @@ impl<S: Schedule> TaskSlab<S> {
 
     /// Where a deferred (yielded) task goes at the next host turn, if it is
     /// still waiting there.
-    pub(crate) fn deferred_target(&self, id: TaskId) -> Option<(usize, GroupId)> {
+    pub(crate) fn deferred_target(&self, id: TaskKey) -> Option<(usize, GroupId)> {
         let e = self.get(id)?;
         let st = e.state();
         (st.is_scheduled() && !st.is_complete() && !st.is_running())
@@ -460,12 +464,12 @@ impl<S: Schedule> TaskSlab<S> {
     /// A clone of live task `id`'s waker (an owned reference), for the
     /// loom models that hand it to another thread.
     #[cfg(all(test, tourbillon_loom))]
-    pub(crate) fn waker_clone(&self, id: TaskId) -> Waker {
+    pub(crate) fn waker_clone(&self, id: TaskKey) -> Waker {
         self.get(id).expect("live task").task.waker_clone()
     }
 
     /// Clears the foreign-wake dedup flag of `id` before its wake is applied.
-    pub(crate) fn clear_remote_notified(&self, id: TaskId) {
+    pub(crate) fn clear_remote_notified(&self, id: TaskKey) {
         if let Some(e) = self.get(id) {
             e.task.header().clear_notified();
         }
@@ -479,7 +483,7 @@ impl<S: Schedule> TaskSlab<S> {
     /// returns); cancelling an idle task twice is harmless
     /// ([`cancel_idle`] finds it complete).
     #[must_use = "an idle task that was aborted must be cancelled at the next poll boundary"]
-    pub(crate) fn abort(&mut self, id: TaskId) -> bool {
+    pub(crate) fn abort(&mut self, id: TaskKey) -> bool {
         let Some(e) = self.get(id) else {
             return false;
         };
@@ -488,7 +492,7 @@ impl<S: Schedule> TaskSlab<S> {
 
     /// The ids of the tasks of queue `queue` that are alive and not being
     /// polled, in slot order.
-    pub(crate) fn ids_in_queue(&self, queue: usize) -> Vec<TaskId> {
+    pub(crate) fn ids_in_queue(&self, queue: usize) -> Vec<TaskKey> {
         if self.entries.is_empty() {
             return Vec::new();
         }
@@ -546,7 +550,7 @@ pub(crate) struct Drained {
 /// its id) unless it is `KEYED`, when `keyed` holds it by slot.
 #[inline]
 pub(super) fn group_of(keyed: &[u32], header: &Header) -> GroupId {
-    let index = header.id.index();
+    let index = header.key.index();
     if header.state().is_keyed() {
         GroupId::keyed(keyed[index as usize])
     } else {

@@ -90,7 +90,7 @@ use std::time::Duration;
 use tourbillon::clock::{Clock, ManualClock};
 use tourbillon::config::MAX_SHARES;
 use tourbillon::sched::{Las, Scheduler, QUARANTINE_AFTER};
-use tourbillon::task::{yield_maybe, GroupId, TaskId};
+use tourbillon::task::{yield_maybe, GroupId, TaskId, TaskKey};
 use tourbillon::testing::BuilderExt;
 use tourbillon::{
     try_spawn, yield_now, Builder, Executor, JoinError, JoinHandle, PanicPolicy, QueueSpec,
@@ -856,7 +856,7 @@ impl Clock for FaultyClock {
 /// contract, and whose methods panic (before any effect) when the world's
 /// countdowns say so.
 struct FaultySched {
-    ids: VecDeque<TaskId>,
+    ids: VecDeque<TaskKey>,
     lifo: bool,
     world: Arc<World>,
     /// Per [`SchedMethod`], its panics in a row (a call that returns
@@ -895,11 +895,11 @@ impl FaultySched {
 }
 
 impl Scheduler for FaultySched {
-    fn push(&mut self, task: TaskId, _group: GroupId) {
+    fn push(&mut self, task: TaskKey, _group: GroupId) {
         self.point(SchedMethod::Push);
         self.ids.push_back(task);
     }
-    fn pop(&mut self) -> Option<TaskId> {
+    fn pop(&mut self) -> Option<TaskKey> {
         self.point(SchedMethod::Pop);
         if self.lifo {
             self.ids.pop_back()
@@ -911,10 +911,10 @@ impl Scheduler for FaultySched {
         self.point(SchedMethod::Len);
         self.ids.len()
     }
-    fn polled(&mut self, _task: TaskId, _group: GroupId, _e: Option<Duration>, _f: bool) {
+    fn polled(&mut self, _task: TaskKey, _group: GroupId, _e: Option<Duration>, _f: bool) {
         self.point(SchedMethod::Polled);
     }
-    fn forget(&mut self, task: TaskId, _group: GroupId) {
+    fn forget(&mut self, task: TaskKey, _group: GroupId) {
         self.point(SchedMethod::Forget);
         self.ids.retain(|&t| t != task);
     }

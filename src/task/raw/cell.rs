@@ -16,9 +16,9 @@ use std::task::{Context, Poll, Waker};
 
 use super::header::{stage, Finish, Header, PollCode, PollFn, TaskVTable};
 use crate::boundary::{self, Payload};
-use crate::task::cache;
 use crate::task::join_error::JoinError;
 use crate::task::schedule::Schedule;
+use crate::task::{cache, current};
 
 /// The stage's bytes: the future, then how it ended, as the header's stage
 /// tag says. `repr(C)`: every field at offset 0, so the output sits at the
@@ -33,11 +33,11 @@ pub(super) union Stage<F: Future> {
 }
 
 // Compile-time check: the cell of a task whose future and output are (about)
-// empty is 56 bytes: the header, the joiner's waker and an 8-byte stage
+// empty is 64 bytes: the header, the joiner's waker and an 8-byte stage
 // (room for a boxed panic payload);
 // loom's atomics are larger.
 #[cfg(not(tourbillon_loom))]
-const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 56);
+const _: () = assert!(std::mem::size_of::<Cell<std::future::Ready<()>>>() == 64);
 
 /// `repr(C)` so that a pointer to the cell is a pointer to its header, and
 /// the join waker sits at the same offset whatever `F` is ([`Prefix`]).
@@ -174,16 +174,16 @@ impl RawTask {
             }
             stage::CANCELLED => {
                 header.set_stage(stage::CONSUMED);
-                Some(Err(JoinError::cancelled(header.id)))
+                Some(Err(JoinError::cancelled(header.task_id)))
             }
             stage::PANICKED => {
                 header.set_stage(stage::CONSUMED);
                 // SAFETY: the stage holds a boxed payload (its tag), moved
                 // out once (now `Consumed`).
                 let payload = unsafe { data.cast::<Box<Payload>>().read() };
-                Some(Err(JoinError::panic(header.id, *payload)))
+                Some(Err(JoinError::panic(header.task_id, *payload)))
             }
-            stage::CONSUMED => Some(Err(JoinError::cancelled(header.id))),
+            stage::CONSUMED => Some(Err(JoinError::cancelled(header.task_id))),
             _ => {
                 // Not finished: leave it untouched (a crate bug; the caller
                 // checks COMPLETE first). A running future is pinned: never
@@ -349,6 +349,10 @@ unsafe fn stage_of<F: Future>(ptr: NonNull<Header>) -> *mut Stage<F> {
 
 /// Drops what the stage holds in place (futures are pinned: never moved
 /// before drop) and leaves it `Consumed`, catching a panicking destructor.
+/// `task::id()` gives the task's id in the destructor: inside the task's
+/// poll (its end, [`store_output`] and [`store_poll_panic`]) from the poll
+/// marker, elsewhere ([`cancel`], [`drop_stage`]) from the marker of
+/// [`current::dropping`].
 ///
 /// # Safety
 /// The cell at `ptr` is a live `Cell<F>` whose stage is exclusively
@@ -485,6 +489,8 @@ unsafe fn store_poll_panic<F: Future>(ptr: NonNull<Header>, payload: Payload) ->
 unsafe fn cancel<F: Future>(ptr: NonNull<Header>) -> Finish {
     // SAFETY: the caller (`RawTask::cancel`) guarantees a live cell of this
     // `F` and exclusive stage access.
+    let _id = current::dropping(unsafe { ptr.as_ref() }.task_id);
+    // SAFETY: as above.
     match unsafe { drop_stage_catching::<F>(ptr) } {
         Ok(()) => {
             // SAFETY: as above.
@@ -502,9 +508,11 @@ unsafe fn cancel<F: Future>(ptr: NonNull<Header>) -> Finish {
 unsafe fn drop_stage<F: Future>(ptr: NonNull<Header>) -> Option<Payload> {
     // SAFETY: the caller (`RawTask::drop_stage`) guarantees a live cell of
     // this `F` and exclusive stage access.
-    if unsafe { ptr.as_ref() }.stage() == stage::CONSUMED {
+    let header = unsafe { ptr.as_ref() };
+    if header.stage() == stage::CONSUMED {
         return None;
     }
+    let _id = current::dropping(header.task_id);
     // SAFETY: as above.
     unsafe { drop_stage_catching::<F>(ptr) }.err()
 }

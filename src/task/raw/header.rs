@@ -1,5 +1,5 @@
 //! The task header: the part of a task cell that wakers may see on any
-//! thread (reference count, vtable, id, sink, queue, state bits), its
+//! thread (reference count, vtable, key and id, sink, queue, state bits), its
 //! reference counting, and the vtable type every cell points to.
 
 use std::any::TypeId;
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::boundary::Payload;
 use crate::sync::{fence, AtomicU32};
-use crate::task::id::TaskId;
+use crate::task::id::{TaskId, TaskKey};
 use crate::task::state::State;
 
 /// The part of a task that wakers may see, on any thread.
@@ -18,11 +18,13 @@ pub(crate) struct Header {
     /// [`SINK_OWNED`], and [`NOTIFIED`] in the top bit: set by a
     /// foreign-thread wake until the executor drains it from the inbox, so
     /// that many foreign wakes before that enqueue the id once. One 32-bit
-    /// word for all keeps the header, read on every poll, at 32 bytes
-    /// (with `state` and `queue` beside it in one 8-byte slot).
+    /// word for all keeps the header, read on every poll, small (with
+    /// `state` and `queue` beside it in one 8-byte slot).
     refs: AtomicU32,
     vtable: &'static TaskVTable,
-    pub(crate) id: TaskId,
+    /// Where the task lives in its executor's slab (what its wakes, aborts
+    /// and schedulers name it by).
+    pub(crate) key: TaskKey,
     /// Where the task's wakes and aborts go ([`Schedule`]: the executor's
     /// thread-safe half), type-erased: the vtable's `wake`, `abort`,
     /// `retain_sink` and `release_sink` know its type. Not counted while
@@ -46,12 +48,15 @@ pub(crate) struct Header {
     /// union whose result a join handle reads in place, typed, at a fixed
     /// offset ([`TaskVTable::stage_offset`]).
     stage: AtomicU8,
+    /// The task's process-unique id (what `task::id()`, the handles and
+    /// `JoinError` give): no poll, wake or slab lookup reads it.
+    pub(crate) task_id: TaskId,
 }
 
-// Compile-time check: the header stays at 32 bytes (it is read on every
+// Compile-time check: the header stays at 40 bytes (it is read on every
 // poll and allocated with every task); loom's atomics are larger.
 #[cfg(not(tourbillon_loom))]
-const _: () = assert!(std::mem::size_of::<Header>() == 32);
+const _: () = assert!(std::mem::size_of::<Header>() == 40);
 
 // SAFETY: the header's fields are atomics, plain data and the pointer to the
 // sink, a `Schedule` (so `Send + Sync`) alive whenever the header is
@@ -87,7 +92,8 @@ impl Header {
     #[inline(always)]
     pub(super) fn new(
         vtable: &'static TaskVTable,
-        id: TaskId,
+        key: TaskKey,
+        task_id: TaskId,
         sink: NonNull<()>,
         queue: u16,
         state: State,
@@ -96,11 +102,12 @@ impl Header {
         Header {
             refs: AtomicU32::new(if handle { 1 | HANDLE } else { 1 }),
             vtable,
-            id,
+            key,
             sink,
             queue,
             state: AtomicU8::new(state.bits()),
             stage: AtomicU8::new(stage::RUNNING),
+            task_id,
         }
     }
 

@@ -9,7 +9,7 @@ use std::task::{Poll, Waker};
 use super::cell::{join_waker_ptr, RawTask};
 use super::header::{free, retain, stage, Header, HANDLE, REF_MASK};
 use crate::boundary;
-use crate::task::id::TaskId;
+use crate::task::id::{TaskId, TaskKey};
 use crate::task::join_error::JoinError;
 use crate::task::state::State;
 
@@ -31,9 +31,14 @@ impl<T> JoinCell<T> {
         unsafe { self.ptr.as_ref() }
     }
 
-    /// The task's id.
+    /// The task's process-unique id.
     pub(crate) fn id(&self) -> TaskId {
-        self.header().id
+        self.header().task_id
+    }
+
+    /// The task's key in its executor's slab.
+    pub(crate) fn key(&self) -> TaskKey {
+        self.header().key
     }
 
     /// The task's state bits.
@@ -199,9 +204,14 @@ impl AbortRef {
         unsafe { self.ptr.as_ref() }
     }
 
-    /// The task's id.
+    /// The task's process-unique id.
     pub(crate) fn id(&self) -> TaskId {
-        self.header().id
+        self.header().task_id
+    }
+
+    /// The task's key in its executor's slab.
+    pub(crate) fn key(&self) -> TaskKey {
+        self.header().key
     }
 
     /// Whether the task has ended, as last seen from this thread.

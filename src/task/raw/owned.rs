@@ -13,7 +13,7 @@ use super::cell::{join_waker_ptr, vtable, Cell, RawTask, Stage};
 use super::header::{release, stage, Header, HANDLE, REF_MASK};
 use crate::boundary::{self, Payload};
 use crate::task::cache;
-use crate::task::id::TaskId;
+use crate::task::id::{TaskId, TaskKey};
 use crate::task::schedule::Schedule;
 use crate::task::state::State;
 
@@ -25,7 +25,8 @@ pub(crate) struct OwnedTask {
 
 impl OwnedTask {
     /// Allocates a task cell for `future` with one reference, owned by the
-    /// returned value; `keyed`: the task belongs to a keyed group (its id is
+    /// returned value, under the slab key `key` and a new process-unique
+    /// [`TaskId`]; `keyed`: the task belongs to a keyed group (its id is
     /// kept by the slab); `handle`: a join handle will hold the cell too
     /// ([`JoinCell::adopt`](super::JoinCell::adopt) turns that part into one).
     ///
@@ -37,7 +38,7 @@ impl OwnedTask {
     /// `Arc<S>` and drops its entries first).
     pub(crate) unsafe fn new<F, S>(
         future: F,
-        id: TaskId,
+        key: TaskKey,
         sink: NonNull<S>,
         queue: u16,
         keyed: bool,
@@ -62,7 +63,8 @@ impl OwnedTask {
             mem.as_ptr().write(Cell {
                 header: Header::new(
                     vtable::<F, S>(),
-                    id,
+                    key,
+                    TaskId::next(),
                     sink.cast::<()>(),
                     queue,
                     state,
@@ -120,7 +122,7 @@ impl OwnedTask {
         payload
     }
 
-    /// The header (id, sink).
+    /// The header (key, id, sink).
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: `self` owns a reference, so the header is alive for `&self`.
         unsafe { self.raw.ptr.as_ref() }
