@@ -106,9 +106,13 @@ pub(crate) struct Core {
     /// a callback that holds a [`Spawner`](crate::Spawner) (and so this
     /// core) cannot keep the executor alive.
     pub(crate) stall_report: RefCell<Option<StallReport>>,
-    /// The waker of a [`Drained`](super::drive::Drained) future, woken by
-    /// a driver that finds no task alive.
-    pub(crate) drained_waker: RefCell<Option<Waker>>,
+    /// The unit of tokio's budget that each task poll of a nested turn
+    /// renews (`crate::coop`).
+    #[cfg(feature = "tokio")]
+    pub(crate) task_budget: crate::coop::TaskBudget,
+    /// The wakers of the waiting [`Drained`](super::drive::Drained)
+    /// futures, woken by a driver that finds no task alive.
+    pub(crate) drained_wakers: RefCell<Vec<Waker>>,
     /// Remote spawns taken from the inbox, not yet tasks.
     pub(crate) backlog: Backlog,
     /// This core, for what its tasks hold of it (a remote task's
@@ -148,7 +152,9 @@ impl Core {
             counters: ExecCounters::default(),
             panics,
             stall_report: RefCell::new(stall_report),
-            drained_waker: RefCell::new(None),
+            drained_wakers: RefCell::new(Vec::new()),
+            #[cfg(feature = "tokio")]
+            task_budget: Default::default(),
             backlog: Backlog::new(queue_count),
             me,
         }

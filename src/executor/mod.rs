@@ -67,7 +67,7 @@ use std::sync::Arc;
 
 use self::bounded::BoundedRemoteSpawner;
 use self::core::Core;
-use self::drive::RunUntil;
+use self::drive::{Drained, RunUntil};
 use self::queue_handle::QueueHandle;
 use self::remote::RemoteSpawner;
 use self::spawning::Spawn;
@@ -311,10 +311,35 @@ impl<K: QueueKey> Executor<K> {
         drive::run_until_stalled(&self.spawner.core)
     }
 
-    /// A future that completes once no task is alive (for the pool's
-    /// graceful shutdown), polled as the main future of `block_on` or
-    /// `run_until`.
-    pub(crate) fn drained(&self) -> drive::Drained<'_> {
+    /// A future that completes once no task of the executor is alive
+    /// (and no remote spawn waits to become one): awaiting all of its tasks,
+    /// as `local.await` does for a tokio `LocalSet`. It drives nothing
+    /// itself: drive it with the executor, as the main future of
+    /// [`block_on`](Executor::block_on) or [`run_until`](Executor::run_until)
+    /// (or part of it). Tasks spawned while it waits are waited for too.
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// use std::rc::Rc;
+    /// use tourbillon::{yield_now, Builder};
+    ///
+    /// let ex = Builder::new().queue((), 1).build().unwrap();
+    /// let done = Rc::new(Cell::new(0));
+    /// for _ in 0..3 {
+    ///     let done = done.clone();
+    ///     drop(ex.spawn((), async move {
+    ///         yield_now().await;
+    ///         done.set(done.get() + 1);
+    ///     }));
+    /// }
+    /// // tokio: `rt.block_on(local)`, or `local.await` inside a runtime:
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// rt.block_on(ex.run_until(ex.drained()));
+    /// assert_eq!(done.get(), 3);
+    /// // Standalone:
+    /// ex.block_on(ex.drained());
+    /// ```
+    pub fn drained(&self) -> Drained<'_> {
         drive::Drained::new(&self.spawner.core)
     }
 

@@ -468,11 +468,20 @@ impl<T> RemoteJoinHandle<T> {
 impl<T> Future for RemoteJoinHandle<T> {
     type Output = Result<T, JoinError>;
 
+    /// With the `tokio` feature, a poll inside a tokio runtime spends
+    /// tokio's cooperative budget as tokio's `JoinHandle` does: one unit
+    /// when it returns `Ready`, and `Pending` (the waker woken at tokio's
+    /// next turn) when the budget is spent.
+    ///
     /// # Panics
     /// When polled again after it returned `Ready`.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        #[cfg(feature = "tokio")]
+        let coop = std::task::ready!(crate::coop::join_unit(cx));
         let mut st = self.slot.lock();
         if let Some(result) = st.result.take() {
+            #[cfg(feature = "tokio")]
+            coop.made_progress();
             return Poll::Ready(result);
         }
         assert!(!st.done, "RemoteJoinHandle polled after it returned Ready");
