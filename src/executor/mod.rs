@@ -274,18 +274,20 @@ impl<K: QueueKey> Executor<K> {
     /// inside one host poll of this future. Without the cargo feature
     /// `tokio` they spend that poll's budget together: in a turn of tasks
     /// that receive 4 ready messages each, the first 32 finish and the
-    /// others are refused until a later host poll (`tests/coop.rs`). With
-    /// the feature each task poll has a budget of its own, as on a tokio
-    /// `LocalSet`: the budget the host poll has when the turn begins, less
-    /// one unit (127 when this future is a tokio task's or `block_on`'s
-    /// own future, as in the example below); the host's budget after the
-    /// turn is what it was before. A host poll whose budget is already
-    /// spent when the turn begins (by the wrapped future, say) gives its
-    /// tasks none, with or without the feature. The feature costs about 45
-    /// instructions per task poll here, and about 20 under `block_on`,
-    /// where it takes no budget (callgrind). Without it, wrapping the
-    /// future in `tokio::task::coop::unconstrained` lifts the throttling,
-    /// but no tokio resource then ever makes a task yield.
+    /// others are refused until a later host poll (`tests/coop.rs`). **A
+    /// tokio user turns the feature on.** With it each task poll has a
+    /// budget of its own, as on a tokio `LocalSet`: the budget the host
+    /// poll has when it begins, less one unit (127 when this future is a
+    /// tokio task's or `block_on`'s own future, as in the example below),
+    /// whatever the wrapped future and the turn's other tasks spent; the
+    /// wrapped future runs on that budget too, and the host's budget after
+    /// the turn is what the future left. (A `LocalSet` gives 128: tokio's
+    /// public API cannot give a budget, only take from the host poll's.) A
+    /// host poll whose budget is already spent when it begins gives its
+    /// tasks none. With the feature, join handles and `JoinSet` spend the
+    /// budget as tokio's do. Without it, wrapping the future in
+    /// `tokio::task::coop::unconstrained` lifts the throttling, but no
+    /// tokio resource then ever makes a task yield.
     ///
     /// ```
     /// use tourbillon::Builder;
