@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -30,6 +31,12 @@ use crate::task::join_error::JoinError;
 /// **Dropping the set aborts every task still in it**, as in tokio (use
 /// [`detach_all`](JoinSet::detach_all) first to let them run on). A task
 /// that finished before keeps its output, which is dropped with the set.
+///
+/// As tokio's, a set is built from futures with [`FromIterator`] and
+/// [`Extend`] (each spawned as by [`spawn`](JoinSet::spawn)), and
+/// [`join_all`](JoinSet::join_all) awaits all of its tasks. With the
+/// `tokio` feature, joins spend tokio's cooperative budget as tokio's do
+/// (one unit per joined task; see [`join_next`](JoinSet::join_next)).
 ///
 /// ```
 /// use tourbillon::task::yield_now;
@@ -58,7 +65,7 @@ use crate::task::join_error::JoinError;
 pub struct JoinSet<T: 'static> {
     /// The handles not yet seen finished; each is polled only after its
     /// task woke it, in the order of those wakes.
-    pending: FuturesUnordered<JoinHandle<T>>,
+    pending: FuturesUnordered<Member<T>>,
     /// Results taken from `pending` outside `poll_join_next` (by `insert`),
     /// in the order the tasks finished.
     done: VecDeque<Result<T, JoinError>>,
@@ -93,7 +100,7 @@ impl<T: 'static> JoinSet<T> {
     /// from any thread (as tokio's `JoinSet::spawn` returns).
     pub fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
         let abort = handle.abort_handle();
-        self.pending.push(handle);
+        self.pending.push(Member(handle));
         // Poll the new handle at once, so that it registers for its task's
         // completion (and is joined in finish order), with the waker of the
         // latest `poll_join_next`: a caller waiting in `poll_join_next` stays
@@ -142,8 +149,44 @@ impl<T: 'static> JoinSet<T> {
     ///
     /// Cancel safe: dropping the future before it completes removes no task
     /// from the set.
+    ///
+    /// With the `tokio` feature, inside a tokio runtime, each join spends
+    /// one unit of tokio's cooperative budget, as tokio's `JoinSet` does: a
+    /// loop over `join_next` in a task whose budget is spent gets `Pending`
+    /// and runs on at tokio's next turn, even with tasks finished.
     pub async fn join_next(&mut self) -> Option<Result<T, JoinError>> {
         poll_fn(|cx| self.poll_join_next(cx)).await
+    }
+
+    /// Awaits every task of the set and returns their outputs, in the order
+    /// the tasks finished (not the order they were added in), as tokio's
+    /// `JoinSet::join_all`: [`join_next`](JoinSet::join_next) in a loop.
+    ///
+    /// # Panics
+    /// If a task panicked, with its payload (resumed); if a task was
+    /// aborted or dropped at shutdown, with the [`JoinError`]'s message.
+    /// The tasks still in the set are then aborted (the set is dropped).
+    ///
+    /// ```
+    /// use tourbillon::{Builder, JoinSet};
+    ///
+    /// let ex = Builder::new().queue("q", 1).build().unwrap();
+    /// let all = ex.block_on(async {
+    ///     let set: JoinSet<u32> = (1..=3).map(|n| async move { n * 10 }).collect();
+    ///     set.join_all().await
+    /// });
+    /// assert_eq!(all, [10, 20, 30]);
+    /// ```
+    pub async fn join_all(mut self) -> Vec<T> {
+        let mut output = Vec::with_capacity(self.len());
+        while let Some(res) = self.join_next().await {
+            match res {
+                Ok(t) => output.push(t),
+                Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+                Err(err) => panic!("{err}"),
+            }
+        }
+        output
     }
 
     /// The result of a task of the set that has finished, removing it from
@@ -166,22 +209,38 @@ impl<T: 'static> JoinSet<T> {
     /// `Pending` otherwise. After `Pending`, the waker of `cx` is woken
     /// when a task of the set finishes; only the waker of the latest call
     /// is.
+    ///
+    /// With the `tokio` feature, inside a tokio runtime: a call that returns
+    /// `Ready(Some)` spends one unit of tokio's budget; a call that finds
+    /// the budget spent returns `Pending` and has the waker of `cx` woken
+    /// at tokio's next turn.
     pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, JoinError>>> {
-        if let Some(res) = self.done.pop_front() {
-            return Poll::Ready(Some(res));
+        if self.is_empty() {
+            return Poll::Ready(None);
         }
-        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            self.waker = Some(cx.waker().clone());
+        #[cfg(feature = "tokio")]
+        let coop = std::task::ready!(crate::coop::join_unit(cx));
+        let res = if let Some(res) = self.done.pop_front() {
+            Poll::Ready(Some(res))
+        } else {
+            if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                self.waker = Some(cx.waker().clone());
+            }
+            self.pending.poll_next_unpin(cx)
+        };
+        #[cfg(feature = "tokio")]
+        if res.is_ready() {
+            coop.made_progress();
         }
-        self.pending.poll_next_unpin(cx)
+        res
     }
 
     /// Aborts every task of the set (see [`JoinHandle::abort`]). The tasks
     /// stay in the set: join them to see them end, with a cancelled
     /// [`JoinError`], or with their output if they finished first.
     pub fn abort_all(&mut self) {
-        for handle in self.pending.iter() {
-            handle.abort();
+        for member in self.pending.iter() {
+            member.0.abort();
         }
     }
 
@@ -203,6 +262,39 @@ impl<T: 'static> JoinSet<T> {
     }
 }
 
+/// Spawns each future as [`JoinSet::spawn`] does (onto the current task's
+/// queue of the running executor), as tokio's `FromIterator` for its
+/// `JoinSet`; without `Send` bounds.
+///
+/// # Panics
+/// Outside a running tourbillon executor, as [`spawn`](crate::spawn).
+impl<T: 'static, F> FromIterator<F> for JoinSet<T>
+where
+    F: Future<Output = T> + 'static,
+{
+    fn from_iter<I: IntoIterator<Item = F>>(iter: I) -> Self {
+        let mut set = Self::new();
+        set.extend(iter);
+        set
+    }
+}
+
+/// Spawns each future as [`JoinSet::spawn`] does and adds it to the set, as
+/// tokio's `Extend` for its `JoinSet`; without `Send` bounds.
+///
+/// # Panics
+/// Outside a running tourbillon executor, as [`spawn`](crate::spawn).
+impl<T: 'static, F> Extend<F> for JoinSet<T>
+where
+    F: Future<Output = T> + 'static,
+{
+    fn extend<I: IntoIterator<Item = F>>(&mut self, iter: I) {
+        for future in iter {
+            self.spawn(future);
+        }
+    }
+}
+
 impl<T: 'static> Default for JoinSet<T> {
     fn default() -> Self {
         Self::new()
@@ -219,5 +311,19 @@ impl<T: 'static> Drop for JoinSet<T> {
 impl<T: 'static> fmt::Debug for JoinSet<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinSet").field("len", &self.len()).finish()
+    }
+}
+
+/// A handle in the set, polled without tokio's budget: the set takes one
+/// unit per join itself ([`JoinSet::poll_join_next`]), and `insert` and
+/// `try_join_next`, which cannot yield, take none (as tokio's).
+struct Member<T>(JoinHandle<T>);
+
+impl<T: 'static> Future for Member<T> {
+    type Output = Result<T, JoinError>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll_unbudgeted(cx)
     }
 }

@@ -27,7 +27,7 @@ mod yield_now;
 pub use builder::{Builder, PanicPolicy};
 pub use error::{BuildError, SharesError, SpawnError, TrySpawnError, UnknownQueue};
 pub use executor::bounded::{BoundedRemoteSpawner, SpawnWait};
-pub use executor::drive::RunUntil;
+pub use executor::drive::{Drained, RunUntil};
 pub use executor::queue_handle::QueueHandle;
 pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
 pub use executor::task_builder::TaskBuilder;

@@ -32,7 +32,7 @@ use std::task::{ready, Context, Poll};
 use futures::channel::oneshot;
 use tokio::sync::mpsc;
 use tourbillon::clock::ManualClock;
-use tourbillon::{Builder, Executor};
+use tourbillon::{Builder, Executor, JoinSet};
 
 /// The receivers ([`receivers`]).
 const TASKS: usize = 200;
@@ -362,9 +362,11 @@ fn a_turn_and_the_host_budget_after_it() {
     }
 }
 
-/// A host poll whose budget is spent before the turn (here by the future
-/// that `run_until` wraps): its turn's task polls are refused by tokio's
-/// resources, with or without the feature, and run at the next host poll.
+/// A host poll whose budget is spent before the turn by the future that
+/// `run_until` wraps: without the feature its turn's task polls are
+/// refused by tokio's resources and run at the next host poll. With it,
+/// as on a `LocalSet`, the task polls do not depend on what the future
+/// spent: each starts from the budget the host poll began with, less one.
 #[test]
 fn a_host_poll_whose_budget_is_spent_before_the_turn() {
     let counts = Counts::new(PROBES);
@@ -384,6 +386,166 @@ fn a_host_poll_whose_budget_is_spent_before_the_turn() {
         }),
         &counts,
     );
-    assert_eq!(firsts.take(), vec![0; PROBES]);
+    if cfg!(feature = "tokio") {
+        assert_eq!(firsts.take(), vec![BUDGET - 1; PROBES]);
+    } else {
+        assert_eq!(firsts.take(), vec![0; PROBES]);
+    }
     assert_eq!(*seen.last().unwrap(), PROBES);
+}
+
+/// The future that `run_until` wraps spends 100 units before the turn.
+/// With the feature, every task poll of the turn starts from the same
+/// budget, 127, whatever the future and the turn's other tasks spent (a
+/// `LocalSet` gives each 128; tokio's public API gives no budget, only
+/// takes from the host poll's: `src/coop.rs`). Without it, the first task
+/// takes what the future left (28) and the others get nothing.
+#[test]
+fn each_task_poll_of_a_turn_starts_from_the_same_budget() {
+    let counts = Counts::new(PROBES);
+    let firsts = Rc::new(RefCell::new(Vec::new()));
+    let ex = executor();
+    for t in probes(&counts, &firsts) {
+        drop(ex.spawn((), t).unwrap());
+    }
+    let done = counts.all_done_rx.borrow_mut().take().unwrap();
+    let left = Rc::new(Cell::new(None));
+    let l = left.clone();
+    host_polls(
+        &rt(),
+        ex.run_until(async move {
+            for _ in 0..100 {
+                tokio::task::coop::consume_budget().await;
+            }
+            l.set(Some(tokio::task::coop::has_budget_remaining()));
+            done.await.unwrap();
+        }),
+        &counts,
+    );
+    assert_eq!(left.get(), Some(true));
+    if cfg!(feature = "tokio") {
+        assert_eq!(firsts.take(), vec![BUDGET - 1; PROBES]);
+    } else {
+        assert_eq!(firsts.take(), vec![BUDGET - 100, 0, 0]);
+    }
+}
+
+/// Tasks that finish in a standalone run, each joined by every kind of
+/// join: `JoinSet`, `JoinHandle`, `RemoteJoinHandle`.
+const JOINS: usize = 1_000;
+
+/// The joins made in each poll of a tokio task that joins `JOINS`
+/// finished tasks in a loop, with `join` (which returns `Pending` when it
+/// cannot join).
+fn joins_per_host_poll(mut join: impl FnMut(&mut Context<'_>) -> Poll<()>) -> Vec<usize> {
+    rt().block_on(async {
+        let (mut joined, mut seen) = (0, Vec::new());
+        poll_fn(|cx| {
+            while joined < JOINS {
+                if join(cx).is_pending() {
+                    seen.push(joined);
+                    return Poll::Pending;
+                }
+                joined += 1;
+            }
+            seen.push(joined);
+            Poll::Ready(())
+        })
+        .await;
+        seen
+    })
+}
+
+/// With the feature, joins spend tokio's budget as tokio's `JoinSet` and
+/// `JoinHandle` do: a poll of a tokio task joins at most 128 finished tasks
+/// (one unit each), then gets `Pending` and is polled again at tokio's next
+/// turn. Without it, one poll joins all 1,000.
+#[test]
+fn joins_spend_tokios_budget() {
+    let ex = executor();
+    let mut set = JoinSet::new();
+    let mut handles = std::collections::VecDeque::new();
+    let mut remotes = std::collections::VecDeque::new();
+    let remote = ex.remote_spawner();
+    for n in 0..JOINS {
+        set.insert(ex.spawn((), async move { n }).unwrap());
+        handles.push_back(ex.spawn((), async move { n }).unwrap());
+        remotes.push_back(remote.spawn((), async move { n }).unwrap());
+    }
+    ex.run_until_stalled();
+    assert_eq!(ex.stats().polls as usize, 3 * JOINS);
+    let expected: Vec<usize> = if cfg!(feature = "tokio") {
+        (1..=JOINS / BUDGET)
+            .map(|k| k * BUDGET)
+            .chain([JOINS])
+            .collect()
+    } else {
+        vec![JOINS]
+    };
+    let by_set = joins_per_host_poll(|cx| {
+        set.poll_join_next(cx).map(|r| {
+            r.unwrap().unwrap();
+        })
+    });
+    assert_eq!(by_set, expected);
+    assert!(set.is_empty());
+    let by_handle = joins_per_host_poll(|cx| {
+        let p = Pin::new(handles.front_mut().unwrap()).poll(cx);
+        p.map(|r| {
+            r.unwrap();
+            handles.pop_front();
+        })
+    });
+    assert_eq!(by_handle, expected);
+    let by_remote = joins_per_host_poll(|cx| {
+        let p = Pin::new(remotes.front_mut().unwrap()).poll(cx);
+        p.map(|r| {
+            r.unwrap();
+            remotes.pop_front();
+        })
+    });
+    assert_eq!(by_remote, expected);
+}
+
+/// Inside a tourbillon task nested in tokio, a `JoinSet` loop joins the
+/// task poll's budget's worth of finished tasks (127 with the feature)
+/// before the task yields; without it, all of them.
+#[test]
+fn a_join_set_loop_in_a_nested_task_yields_when_its_budget_is_spent() {
+    let ex = executor();
+    let mut set = JoinSet::new();
+    for n in 0..JOINS {
+        set.insert(ex.spawn((), async move { n }).unwrap());
+    }
+    ex.run_until_stalled();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s = seen.clone();
+    let joiner = ex
+        .spawn((), async move {
+            let mut joined = 0;
+            poll_fn(|cx| {
+                while let Poll::Ready(r) = set.poll_join_next(cx) {
+                    match r {
+                        Some(r) => joined += usize::from(r.is_ok()),
+                        None => {
+                            s.borrow_mut().push(joined);
+                            return Poll::Ready(());
+                        }
+                    }
+                }
+                s.borrow_mut().push(joined);
+                Poll::Pending
+            })
+            .await;
+        })
+        .unwrap();
+    rt().block_on(ex.run_until(joiner)).unwrap();
+    let seen = seen.take();
+    if cfg!(feature = "tokio") {
+        assert_eq!(seen[0], BUDGET - 1);
+        assert!(seen.windows(2).all(|w| w[1] - w[0] < BUDGET));
+    } else {
+        assert_eq!(seen, vec![JOINS]);
+    }
+    assert_eq!(*seen.last().unwrap(), JOINS);
 }

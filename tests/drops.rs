@@ -365,11 +365,63 @@ fn a_panicking_destructor_is_contained_and_drops_its_fields_once() {
     assert_eq!(ex.queue_stats(Q::A).unwrap().panicked, 1);
 
     drop(ex);
-    assert!(futures::executor::block_on(at_shutdown)
-        .unwrap_err()
-        .is_cancelled());
+    // At shutdown too, the destructor's panic is the handle's.
+    let e = futures::executor::block_on(at_shutdown).unwrap_err();
+    assert_eq!(
+        e.into_panic().downcast_ref::<&str>(),
+        Some(&"destructor panic")
+    );
     drop(neighbour);
     reg.assert_all_dropped_once();
+}
+
+/// A `Send` future whose destructor panics: a remote spawn's.
+struct SendPanicOnDrop;
+
+impl Drop for SendPanicOnDrop {
+    fn drop(&mut self) {
+        panic!("remote destructor panic");
+    }
+}
+
+impl Future for SendPanicOnDrop {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+/// As tokio's runtime shutdown does, dropping the executor reports the
+/// panic of a task's destructor on the task's handle, with the
+/// destructor's payload: a local join handle, the remote handle of a
+/// remote task, and the remote handle of a remote spawn that was not made
+/// a task yet. Under both panic policies, and nothing unwinds out of the
+/// drop.
+#[test]
+fn a_destructor_panic_at_executor_drop_is_the_panic_its_handle_reads() {
+    for policy in [PanicPolicy::Catch, PanicPolicy::Propagate] {
+        let reg = Registry::new();
+        let ex = two_queues(policy);
+        let local = ex.spawn(Q::A, PanicOnDrop(reg.make("f:local"))).unwrap();
+        let remote = ex.remote_spawner();
+        let started = remote.spawn(Q::A, SendPanicOnDrop).unwrap();
+        assert_eq!(ex.run_until_stalled(), 2);
+        let waiting = remote.spawn(Q::B, SendPanicOnDrop).unwrap();
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(ex)));
+        assert!(dropped.is_ok(), "{policy:?}");
+        assert_eq!(reg.drops("f:local"), 1);
+        let payload = |e: tourbillon::JoinError| {
+            assert!(e.is_panic(), "{policy:?}: {e:?}");
+            *e.into_panic().downcast::<&str>().unwrap()
+        };
+        let local = futures::executor::block_on(local).unwrap_err();
+        assert_eq!(payload(local), "destructor panic");
+        for h in [started, waiting] {
+            let e = futures::executor::block_on(h).unwrap_err();
+            assert_eq!(payload(e), "remote destructor panic");
+        }
+        reg.assert_all_dropped_once();
+    }
 }
 
 #[test]

@@ -380,3 +380,90 @@ fn join_next_is_cancel_safe() {
     });
     assert_eq!(*log.borrow(), [1]);
 }
+
+/// `join_all`, as tokio's: the outputs of every task, in the order the
+/// tasks finished (not the order they were spawned in).
+#[test]
+fn join_all_gives_every_output_in_finish_order() {
+    let ex = executor();
+    let all = ex.block_on(async {
+        let mut set = JoinSet::new();
+        for n in [3, 1, 2, 0] {
+            set.spawn(yields(n));
+        }
+        set.join_all().await
+    });
+    assert_eq!(all, [0, 1, 2, 3]);
+    assert_eq!(ex.block_on(JoinSet::<u32>::new().join_all()), []);
+}
+
+/// `join_all` of a set with a panicked task panics with the task's
+/// payload, and the tasks still in the set are aborted (the set is
+/// dropped by the unwind), as tokio's.
+#[test]
+fn join_all_resumes_a_tasks_panic_and_aborts_the_rest() {
+    let ex = executor();
+    let drops = Rc::new(Cell::new(0));
+    let mut set = JoinSet::new();
+    set.spawn_on(forever(&drops), &ex.queue(Q::A).unwrap())
+        .unwrap();
+    set.spawn_on(
+        async {
+            yield_now().await;
+            panic!("task panic")
+        },
+        &ex.queue(Q::B).unwrap(),
+    )
+    .unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| ex.block_on(set.join_all()))).unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"task panic"));
+    assert_eq!(ex.run_until_stalled(), 0);
+    assert_eq!(drops.get(), 1);
+}
+
+/// `join_all` of a set with an aborted task panics with the cancellation's
+/// message, as tokio's.
+#[test]
+fn join_all_panics_on_a_cancelled_task() {
+    let ex = executor();
+    let drops = Rc::new(Cell::new(0));
+    let payload = catch_unwind(AssertUnwindSafe(|| {
+        ex.block_on(async {
+            let mut set = JoinSet::new();
+            set.spawn(forever(&drops)).abort();
+            set.join_all().await
+        })
+    }))
+    .unwrap_err();
+    let message = payload.downcast_ref::<String>().unwrap();
+    assert!(message.contains("cancelled"), "{message}");
+    assert_eq!(drops.get(), 1);
+}
+
+/// A set collected from futures, and extended with more, as tokio's
+/// `FromIterator` and `Extend`: each future is spawned as by `spawn` (from
+/// the main future, onto the first declared queue).
+#[test]
+fn a_set_is_collected_from_futures_and_extended_with_more() {
+    let ex = executor();
+    let all = ex.block_on(async {
+        let mut set: JoinSet<u32> = [2, 0].into_iter().map(yields).collect();
+        assert_eq!(set.len(), 2);
+        set.extend([1, 3].map(yields));
+        assert_eq!(set.len(), 4);
+        set.join_all().await
+    });
+    assert_eq!(all, [0, 1, 2, 3]);
+    assert_eq!(ex.queue_stats(Q::A).unwrap().completed, 4);
+    assert_eq!(ex.queue_stats(Q::B).unwrap().spawned, 0);
+}
+
+/// Collecting futures into a set outside a running executor panics, as
+/// tokio's does outside a runtime.
+#[test]
+fn collecting_a_set_outside_an_executor_panics() {
+    let r = catch_unwind(|| {
+        let _set: JoinSet<u32> = [async { 1 }].into_iter().collect();
+    });
+    assert!(r.is_err());
+}

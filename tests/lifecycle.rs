@@ -1426,3 +1426,53 @@ fn yield_in_combinator_survives_a_nested_executor_in_the_same_poll() {
     assert!(h.is_finished(), "the outer task's yield was lost");
     assert_eq!(outer.block_on(h).unwrap(), 7);
 }
+
+/// `Executor::drained` completes once every task has ended, tasks spawned
+/// while it waits included, as awaiting a tokio `LocalSet` does: nested in
+/// tokio with `run_until`, and standalone with `block_on`; two may wait at
+/// once.
+#[test]
+fn drained_completes_once_every_task_has_ended() {
+    let ex = Builder::new()
+        .queue(Q::A, 1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let ended = Rc::new(Cell::new(0));
+    let spawn_chain = |depth: u32| {
+        let ended = ended.clone();
+        async move {
+            // Each task spawns the next before it ends.
+            let mut left = depth;
+            loop {
+                yield_now().await;
+                if left == 0 {
+                    break;
+                }
+                left -= 1;
+                let ended = ended.clone();
+                drop(spawn(async move {
+                    yield_now().await;
+                    ended.set(ended.get() + 1);
+                }));
+            }
+            ended.set(ended.get() + 1);
+        }
+    };
+    drop(ex.spawn(Q::A, spawn_chain(3)).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(ex.run_until(async {
+        let (a, b) = (ex.drained(), ex.drained());
+        futures::future::join(a, b).await;
+    }));
+    assert_eq!(ended.get(), 4);
+    assert_eq!(ex.stats().live_tasks, 0);
+
+    drop(ex.spawn(Q::A, spawn_chain(2)).unwrap());
+    ex.block_on(ex.drained());
+    assert_eq!(ended.get(), 7);
+    // Nothing alive: ready at once.
+    ex.block_on(ex.drained());
+}

@@ -106,9 +106,13 @@ pub(crate) struct Core {
     /// a callback that holds a [`Spawner`](crate::Spawner) (and so this
     /// core) cannot keep the executor alive.
     pub(crate) stall_report: RefCell<Option<StallReport>>,
-    /// The waker of a [`Drained`](super::drive::Drained) future, woken by
-    /// a driver that finds no task alive.
-    pub(crate) drained_waker: RefCell<Option<Waker>>,
+    /// The unit of tokio's budget that each task poll of a nested turn
+    /// renews (`crate::coop`).
+    #[cfg(feature = "tokio")]
+    pub(crate) task_budget: crate::coop::TaskBudget,
+    /// The wakers of the waiting [`Drained`](super::drive::Drained)
+    /// futures, woken by a driver that finds no task alive.
+    pub(crate) drained_wakers: RefCell<Vec<Waker>>,
     /// Remote spawns taken from the inbox, not yet tasks.
     pub(crate) backlog: Backlog,
     /// This core, for what its tasks hold of it (a remote task's
@@ -148,7 +152,9 @@ impl Core {
             counters: ExecCounters::default(),
             panics,
             stall_report: RefCell::new(stall_report),
-            drained_waker: RefCell::new(None),
+            drained_wakers: RefCell::new(Vec::new()),
+            #[cfg(feature = "tokio")]
+            task_budget: Default::default(),
             backlog: Backlog::new(queue_count),
             me,
         }
@@ -356,18 +362,20 @@ impl Core {
     }
 
     /// Drops every unfinished task exactly once and refuses new ones. Their
-    /// join handles then resolve to `Cancelled` (completed tasks left the
-    /// slab already: their results wait in their handles' cells).
+    /// join handles, local or remote, then resolve to `Cancelled`, or to
+    /// the panic of the future's destructor (`JoinError::is_panic`), as
+    /// tokio's do (completed tasks left the slab already: their results
+    /// wait in their handles' cells).
     ///
     /// Returns, per queue, what it dropped unfinished: the tasks alive (each
     /// also counted in its queue's `cancelled`) and the remote spawns it had
     /// accepted and not made tasks yet (waiting in the inbox or the remote
-    /// backlog), whose handles read `Cancelled` too. Empty if the executor
-    /// was shut down already.
+    /// backlog), whose handles read the same. Empty if the executor was
+    /// shut down already.
     ///
-    /// Every destructor, waker and callback it runs is a panic boundary,
-    /// and their panics are dropped (nothing unwinds out of a drop): the
-    /// shutdown always finishes.
+    /// Every destructor, waker and callback it runs is a panic boundary;
+    /// the panics no handle reads are dropped (nothing unwinds out of a
+    /// drop, whatever the panic policy): the shutdown always finishes.
     pub(crate) fn shutdown(&self) -> Vec<u64> {
         if self.shutdown.replace(true) {
             return Vec::new();
@@ -450,11 +458,12 @@ impl Core {
             let mut join_wakers = Vec::new();
             for d in entries {
                 join_wakers.extend(d.join_waker);
-                if let Some(p) = d.entry.release() {
+                // Its handle, local or remote, reads Cancelled, or the panic
+                // of its destructor.
+                let (delivered, released) = d.entry.end_at_shutdown(d.deliver);
+                for p in [delivered, released].into_iter().flatten() {
                     self.panics.report(p);
                 }
-                // A remote task dropped unfinished: its handle reads Cancelled.
-                self.drop_quietly(d.deliver);
             }
             for w in join_wakers {
                 self.panics.check(boundary::call(move || w.wake()));

@@ -260,12 +260,20 @@ impl<F: Future> Future for RunUntil<'_, F> {
         let core: &Rc<Core> = this.core;
         let _guard = DriveGuard::new(core, true, "run_until");
         this.host.set(cx.waker());
+        // The unit of tokio's budget that the turn's task polls start from
+        // (`crate::coop`), taken before the future spends any.
+        #[cfg(feature = "tokio")]
+        let start = crate::coop::HostStart::take();
         if let Poll::Ready(out) = this.future.poll(cx) {
             this.host.end();
             return Poll::Ready(out);
         }
         // After the host's turn: the clock is read afresh.
-        if core.run_turn(false) == Turn::Busy || core.remote.has_pending() || core.attention.get() {
+        #[cfg(feature = "tokio")]
+        let turn = crate::coop::in_turn(&core.task_budget, start, || core.run_turn(false));
+        #[cfg(not(feature = "tokio"))]
+        let turn = core.run_turn(false);
+        if turn == Turn::Busy || core.remote.has_pending() || core.attention.get() {
             // More to do after the host's turn (its I/O and timers).
             cx.waker().wake_by_ref();
         } else {
@@ -275,12 +283,14 @@ impl<F: Future> Future for RunUntil<'_, F> {
     }
 }
 
-/// A future that completes once no task of the executor is alive and no
-/// remote spawn waits in its inbox or its remote backlog; polled
-/// as (part of) the main future of `block_on` or `run_until`. A driver that
-/// finds nothing runnable and no task alive wakes it
-/// ([`Core::wake_if_drained`]).
-pub(crate) struct Drained<'a> {
+/// Future returned by [`Executor::drained`](crate::Executor::drained):
+/// completes once no task of the executor is alive and no remote spawn
+/// waits in its inbox or its remote backlog. It drives nothing itself: it
+/// is polled as (part of) the main future of `block_on` or `run_until`,
+/// whose driver wakes it when it finds nothing runnable and no task alive
+/// ([`Core::wake_if_drained`]). Any number may wait at once.
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Drained<'a> {
     core: &'a Core,
 }
 
@@ -300,32 +310,37 @@ impl Future for Drained<'_> {
         {
             return Poll::Ready(());
         }
-        let mut slot = self.core.drained_waker.borrow_mut();
-        match &*slot {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => *slot = Some(cx.waker().clone()),
+        let mut wakers = self.core.drained_wakers.borrow_mut();
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
         }
         Poll::Pending
     }
 }
 
+impl std::fmt::Debug for Drained<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drained").finish_non_exhaustive()
+    }
+}
+
 impl Core {
-    /// Wakes a waiting [`Drained`] if no task is alive (called by the
-    /// drivers when a turn found nothing runnable).
+    /// Wakes the waiting [`Drained`] futures if no task is alive (called by
+    /// the drivers when a turn found nothing runnable).
     fn wake_if_drained(&self) {
-        let waker = match self.drained_waker.try_borrow_mut() {
-            Ok(mut slot) if slot.is_some() => {
+        let wakers = match self.drained_wakers.try_borrow_mut() {
+            Ok(mut wakers) if !wakers.is_empty() => {
                 if self.tasks.try_borrow().map_or(true, |t| t.len() > 0)
                     || self.remote.has_pending()
                     || self.backlog.waiting() != 0
                 {
                     return;
                 }
-                slot.take()
+                std::mem::take(&mut *wakers)
             }
             _ => return,
         };
-        if let Some(w) = waker {
+        for w in wakers {
             // The host's or `block_on`'s waker: user code.
             self.panics.check(crate::boundary::call(|| w.wake()));
         }

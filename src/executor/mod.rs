@@ -67,7 +67,7 @@ use std::sync::Arc;
 
 use self::bounded::BoundedRemoteSpawner;
 use self::core::Core;
-use self::drive::RunUntil;
+use self::drive::{Drained, RunUntil};
 use self::queue_handle::QueueHandle;
 use self::remote::RemoteSpawner;
 use self::spawning::Spawn;
@@ -274,18 +274,20 @@ impl<K: QueueKey> Executor<K> {
     /// inside one host poll of this future. Without the cargo feature
     /// `tokio` they spend that poll's budget together: in a turn of tasks
     /// that receive 4 ready messages each, the first 32 finish and the
-    /// others are refused until a later host poll (`tests/coop.rs`). With
-    /// the feature each task poll has a budget of its own, as on a tokio
-    /// `LocalSet`: the budget the host poll has when the turn begins, less
-    /// one unit (127 when this future is a tokio task's or `block_on`'s
-    /// own future, as in the example below); the host's budget after the
-    /// turn is what it was before. A host poll whose budget is already
-    /// spent when the turn begins (by the wrapped future, say) gives its
-    /// tasks none, with or without the feature. The feature costs about 45
-    /// instructions per task poll here, and about 20 under `block_on`,
-    /// where it takes no budget (callgrind). Without it, wrapping the
-    /// future in `tokio::task::coop::unconstrained` lifts the throttling,
-    /// but no tokio resource then ever makes a task yield.
+    /// others are refused until a later host poll (`tests/coop.rs`). **A
+    /// tokio user turns the feature on.** With it each task poll has a
+    /// budget of its own, as on a tokio `LocalSet`: the budget the host
+    /// poll has when it begins, less one unit (127 when this future is a
+    /// tokio task's or `block_on`'s own future, as in the example below),
+    /// whatever the wrapped future and the turn's other tasks spent; the
+    /// wrapped future runs on that budget too, and the host's budget after
+    /// the turn is what the future left. (A `LocalSet` gives 128: tokio's
+    /// public API cannot give a budget, only take from the host poll's.) A
+    /// host poll whose budget is already spent when it begins gives its
+    /// tasks none. With the feature, join handles and `JoinSet` spend the
+    /// budget as tokio's do. Without it, wrapping the future in
+    /// `tokio::task::coop::unconstrained` lifts the throttling, but no
+    /// tokio resource then ever makes a task yield.
     ///
     /// ```
     /// use tourbillon::Builder;
@@ -311,10 +313,35 @@ impl<K: QueueKey> Executor<K> {
         drive::run_until_stalled(&self.spawner.core)
     }
 
-    /// A future that completes once no task is alive (for the pool's
-    /// graceful shutdown), polled as the main future of `block_on` or
-    /// `run_until`.
-    pub(crate) fn drained(&self) -> drive::Drained<'_> {
+    /// A future that completes once no task of the executor is alive
+    /// (and no remote spawn waits to become one): awaiting all of its tasks,
+    /// as `local.await` does for a tokio `LocalSet`. It drives nothing
+    /// itself: drive it with the executor, as the main future of
+    /// [`block_on`](Executor::block_on) or [`run_until`](Executor::run_until)
+    /// (or part of it). Tasks spawned while it waits are waited for too.
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// use std::rc::Rc;
+    /// use tourbillon::{yield_now, Builder};
+    ///
+    /// let ex = Builder::new().queue((), 1).build().unwrap();
+    /// let done = Rc::new(Cell::new(0));
+    /// for _ in 0..3 {
+    ///     let done = done.clone();
+    ///     drop(ex.spawn((), async move {
+    ///         yield_now().await;
+    ///         done.set(done.get() + 1);
+    ///     }));
+    /// }
+    /// // tokio: `rt.block_on(local)`, or `local.await` inside a runtime:
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// rt.block_on(ex.run_until(ex.drained()));
+    /// assert_eq!(done.get(), 3);
+    /// // Standalone:
+    /// ex.block_on(ex.drained());
+    /// ```
+    pub fn drained(&self) -> Drained<'_> {
         drive::Drained::new(&self.spawner.core)
     }
 

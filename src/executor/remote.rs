@@ -215,15 +215,23 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
         if core.shutdown.get() || self.aborted.load(Ordering::Acquire) {
             drop(ticket);
             // Aborted before it started, or the executor shuts down: the
-            // future is dropped unpolled, then the handle reads Cancelled. Two calls into user code (the
-            // future's destructor, the wake of the handle's waker), each
-            // behind a boundary of its own: a panic of the first must not
-            // unwind through the second (a panic while unwinding aborts the
-            // process).
-            if let Some(p) = boundary::drop_caught(future) {
-                core.panics.report(p);
+            // future is dropped unpolled, then the handle reads Cancelled
+            // (at shutdown: or the panic of the future's destructor). Two
+            // calls into user code (the future's destructor, the wake of
+            // the handle's waker), each behind a boundary of its own: a
+            // panic of the first must not unwind through the second (a
+            // panic while unwinding aborts the process).
+            match boundary::drop_caught(future) {
+                Some(p) if core.shutdown.get() => {
+                    let id = self.lock().id.unwrap_or(NEVER_SPAWNED);
+                    self.complete(Err(JoinError::panic(id, p)));
+                }
+                Some(p) => {
+                    core.panics.report(p);
+                    self.cancel_slot();
+                }
+                None => self.cancel_slot(),
             }
-            self.cancel_slot();
             return;
         }
         if let Some(why) = core.quarantine_of(self.spawn.queue) {
@@ -469,11 +477,20 @@ impl<T> RemoteJoinHandle<T> {
 impl<T> Future for RemoteJoinHandle<T> {
     type Output = Result<T, JoinError>;
 
+    /// With the `tokio` feature, a poll inside a tokio runtime spends
+    /// tokio's cooperative budget as tokio's `JoinHandle` does: one unit
+    /// when it returns `Ready`, and `Pending` (the waker woken at tokio's
+    /// next turn) when the budget is spent.
+    ///
     /// # Panics
     /// When polled again after it returned `Ready`.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        #[cfg(feature = "tokio")]
+        let coop = std::task::ready!(crate::coop::join_unit(cx));
         let mut st = self.slot.lock();
         if let Some(result) = st.result.take() {
+            #[cfg(feature = "tokio")]
+            coop.made_progress();
             return Poll::Ready(result);
         }
         assert!(!st.done, "RemoteJoinHandle polled after it returned Ready");

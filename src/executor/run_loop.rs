@@ -443,15 +443,10 @@ impl Core {
     #[inline(always)]
     fn poll_one(&self, id: TaskKey, site: bool, mode: RunMode, done: &mut Option<Done>) -> Polled {
         #[cfg(feature = "tokio")]
-        let budget = if mode.own_budget {
-            crate::coop::task_budget()
-        } else {
-            None
-        };
-        let polled = poll_task(&self.tasks, id, mode.propagate, site, done, &TaskScope);
-        #[cfg(feature = "tokio")]
-        drop(budget);
-        polled
+        if mode.own_budget {
+            self.task_budget.renew();
+        }
+        poll_task(&self.tasks, id, mode.propagate, site, done, &TaskScope)
     }
 
     /// What a poll's outcome asks of the executor: nothing for a task that

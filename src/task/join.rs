@@ -91,6 +91,13 @@ impl<T: 'static> JoinHandle<T> {
     pub fn key(&self) -> TaskKey {
         self.cell.key()
     }
+
+    /// [`poll`](Future::poll) without tokio's budget: for a caller that
+    /// takes the budget itself (`JoinSet`).
+    #[inline]
+    pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        self.cell.poll_result(cx.waker())
+    }
 }
 
 impl<T: 'static> Future for JoinHandle<T> {
@@ -98,9 +105,21 @@ impl<T: 'static> Future for JoinHandle<T> {
 
     /// Polled again after it returned `Ready`, it returns
     /// `Ready(Err(JoinError::Cancelled))`: the output was already taken.
+    ///
+    /// With the `tokio` feature, a poll inside a tokio runtime spends
+    /// tokio's cooperative budget as tokio's `JoinHandle` does: one unit
+    /// when it returns `Ready`, and `Pending` (the waker woken at tokio's
+    /// next turn) when the budget is spent, even if the task has finished.
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.cell.poll_result(cx.waker())
+        #[cfg(feature = "tokio")]
+        let coop = std::task::ready!(crate::coop::join_unit(cx));
+        let result = self.cell.poll_result(cx.waker());
+        #[cfg(feature = "tokio")]
+        if result.is_ready() {
+            coop.made_progress();
+        }
+        result
     }
 }
 

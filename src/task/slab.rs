@@ -76,6 +76,36 @@ impl TaskEntry {
         self.task.release()
     }
 
+    /// Shutdown: lets go of a task [`TaskSlab::drain`] removed. An
+    /// unfinished task that a join handle or a remote delivery (`deliver`)
+    /// reads ends in place ([`OwnedTask::cancel_in_place`]): its result,
+    /// `Cancelled` or its destructor's panic, goes to the remote handle
+    /// through `deliver`, or stays in the cell for the join handle. Any
+    /// other task is released as [`release`](Self::release) does. Returns
+    /// the panics for the caller to report: of the delivery (it wakes the
+    /// remote handle's waker), and of a destructor whose result no handle
+    /// reads.
+    pub(crate) fn end_at_shutdown(
+        self,
+        deliver: Option<Deliver>,
+    ) -> (Option<boundary::Payload>, Option<boundary::Payload>) {
+        let read = self.state().has_join_interest() || deliver.is_some();
+        if !read || !self.task.cancel_in_place() {
+            let delivered = deliver.and_then(boundary::drop_caught);
+            return (delivered, self.release());
+        }
+        let delivered = deliver.and_then(|d| {
+            let raw = self.task.raw();
+            boundary::call(move || d.deliver(raw)).err()
+        });
+        if self.state().has_join_interest() {
+            self.release_keep_stage();
+            (delivered, None)
+        } else {
+            (delivered, self.release())
+        }
+    }
+
     /// The task ended (its scheduler was already told so).
     pub(crate) fn is_complete(&self) -> bool {
         self.state().is_complete()
@@ -177,9 +207,10 @@ trait ErasedSink: Send + Sync {
 
 impl<R: ResultSink> ErasedSink for R {
     fn deliver(self: Arc<Self>, raw: RawTask) {
-        // SAFETY: `Completion::settle` calls this with the removed entry
-        // alive (it owns a reference to the cell), the task COMPLETE and
-        // not RUNNING (its stage holds the result), on the executor thread;
+        // SAFETY: `Completion::settle` and `TaskEntry::end_at_shutdown`
+        // call this with the removed entry alive (it owns a reference to
+        // the cell), the task COMPLETE and not RUNNING (its stage holds the
+        // result), on the executor thread;
         // the task is the one of the `OutputId<R::Output>` this sink was
         // attached to (`set_deliver`), so its output type is `R::Output`.
         if let Some(result) = unsafe { raw.take_result::<R::Output>() } {
@@ -540,9 +571,10 @@ impl<S: Schedule> TaskSlab<S> {
 pub(crate) struct Drained {
     pub(crate) entry: TaskEntry,
     pub(crate) group: GroupId,
-    /// Its joiner's waker, to wake (the join handle then reads Cancelled).
+    /// Its joiner's waker, to wake (the join handle then reads the result
+    /// of [`TaskEntry::end_at_shutdown`]).
     pub(crate) join_waker: Option<Waker>,
-    /// A remote task's delivery, to drop (its handle reads Cancelled).
+    /// A remote task's delivery, for [`TaskEntry::end_at_shutdown`].
     pub(crate) deliver: Option<Deliver>,
 }
 

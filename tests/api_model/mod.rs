@@ -42,7 +42,8 @@
 //!   aborted task (or after shutdown), a panic only for a panicked task,
 //!   with the task's own payload under `Catch` and the placeholder under
 //!   `Propagate`; a task whose future's destructor panics at completion or
-//!   at abort ends panicked;
+//!   at abort ends panicked; so does one whose future's destructor panics
+//!   at the executor's drop, with its own payload under either policy;
 //! * `stats()` and `queue_stats()` agree with the model after every op:
 //!   per queue, spawned / completed / cancelled / panicked exactly, hence
 //!   spawned = completed + cancelled + panicked + live; the executor's
@@ -418,6 +419,9 @@ pub struct Track {
     pub future_drops: AtomicU32,
     /// The future's destructor panicked.
     pub future_drop_fired: AtomicBool,
+    /// ... during the executor's drop: its handle, local or remote, reads
+    /// that panic, with its own payload under either policy.
+    pub shutdown_panic: AtomicBool,
     /// The body returned its output.
     pub completed: AtomicBool,
     /// The body reached its scripted panic.
@@ -451,7 +455,7 @@ impl Track {
         self.future_drops.load(SeqCst) > 0
     }
     /// The task ended panicked (its poll, or its future's destructor at
-    /// completion or abort).
+    /// completion, abort or the executor's drop).
     fn task_panicked(&self) -> bool {
         self.task_panic.load(SeqCst) != NO_FIRE
     }
@@ -569,6 +573,7 @@ impl World {
             polls: AtomicU32::new(0),
             future_drops: AtomicU32::new(0),
             future_drop_fired: AtomicBool::new(false),
+            shutdown_panic: AtomicBool::new(false),
             completed: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             task_panic: AtomicU64::new(NO_FIRE),
@@ -820,6 +825,11 @@ impl<F> Drop for Probe<F> {
         t.future_drop_fired.store(true, SeqCst);
         if fate == Fate::Task {
             t.task_panic.store(id as u64, SeqCst);
+        }
+        if fate == Fate::Shutdown {
+            // The task's result, for a handle that reads it.
+            t.task_panic.store(id as u64, SeqCst);
+            t.shutdown_panic.store(true, SeqCst);
         }
         panic_any(Fault { id });
     }
@@ -1145,7 +1155,7 @@ fn consume(
                 let msg = e.to_string();
                 let p = e.into_panic();
                 let want = t.task_panic.load(SeqCst) as usize;
-                let ok = if world.propagate {
+                let ok = if world.propagate && !t.shutdown_panic.load(SeqCst) {
                     p.downcast_ref::<&str>()
                         .is_some_and(|s| s.contains("propagated out of the executor"))
                 } else if let Some(b) = p.downcast_ref::<Boom>() {

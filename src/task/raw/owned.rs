@@ -122,6 +122,25 @@ impl OwnedTask {
         payload
     }
 
+    /// Shutdown: cancels an unfinished task in place. Its future is
+    /// dropped and its result is `Cancelled`, or the panic of the future's
+    /// destructor (`JoinError::is_panic`), for its join handle or its
+    /// remote delivery to read; the task is then COMPLETE. Returns `false`
+    /// (and does nothing) for a task whose future is gone already.
+    pub(crate) fn cancel_in_place(&self) -> bool {
+        let header = self.header();
+        if header.stage() != stage::RUNNING {
+            return false;
+        }
+        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor
+        // thread; the slab calls it only for a task that is not being polled
+        // (not RUNNING), so no other stage operation is in progress; the
+        // stage is `Running` (checked above).
+        let _finish = unsafe { self.raw.cancel() };
+        header.update_state(|st| st.set_complete());
+        true
+    }
+
     /// The header (key, id, sink).
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: `self` owns a reference, so the header is alive for `&self`.
