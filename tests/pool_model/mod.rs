@@ -810,7 +810,6 @@ fn debug_name(key: &str) -> String {
     format!("{key:?}")
 }
 
-
 /// Runs one case; returns the invariants it broke (empty: none).
 pub fn run_case(cfg: &Config, ops: &[Op]) -> Vec<String> {
     quiet_injected_panics();
