@@ -27,7 +27,9 @@ use crate::boundary::panic_message;
 /// the context of a Tokio", its payload here is replaced by a `String` that
 /// starts with `tourbillon:`, says to run the executor inside a tokio
 /// runtime with `rt.block_on(ex.run_until(fut))`, and ends with tokio's own
-/// message. Every other payload is the task's own, unchanged. (With
+/// message. Every other payload is the task's own, unchanged. The main
+/// future of `block_on` / `run_until` gets the same explanation: the
+/// driver panics with it. (With
 /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate) the panic that
 /// resumes out of `block_on` / `run_until` carries tokio's payload as it
 /// is.)
