@@ -43,11 +43,7 @@ fn executor_stats_display_is_a_table_per_queue() {
     let lines: Vec<&str> = report.lines().collect();
     assert_eq!(lines.len(), 4, "{report}");
     assert!(report.ends_with('\n'));
-    assert!(
-        lines[0].starts_with("executor: 5 polls, "),
-        "{}",
-        lines[0]
-    );
+    assert!(lines[0].starts_with("executor: 5 polls, "), "{}", lines[0]);
     assert!(lines[0].ends_with(", 0 live tasks"), "{}", lines[0]);
     let header: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
@@ -66,7 +62,10 @@ fn executor_stats_display_is_a_table_per_queue() {
         ]
     );
     let requests: Vec<&str> = lines[2].split_whitespace().collect();
-    assert_eq!(&requests[..8], ["Requests", "4", "2", "1", "1", "0", "1", "0"]);
+    assert_eq!(
+        &requests[..8],
+        ["Requests", "4", "2", "1", "1", "0", "1", "0"]
+    );
     let compaction: Vec<&str> = lines[3].split_whitespace().collect();
     assert_eq!(
         &compaction[..9],
