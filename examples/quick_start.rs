@@ -15,6 +15,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .queue(Queue::Compaction, 1)
         .build()?;
 
+    // The main future is not a task and belongs to no queue: the driver polls
+    // it between the tasks' turns. `tourbillon::spawn` here would use the
+    // default queue, the first declared (Requests; see Builder::default_queue).
     let total = ex.block_on(async {
         let compaction = ex.spawn(Queue::Compaction, async {
             for _chunk in 0..100 {
@@ -42,6 +45,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
 
     println!("sum of the answers: {total}");
-    println!("polls: {}", ex.stats().polls);
+    print!("{}", ex.stats()); // per queue: spawned, completed, polls, service, ...
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! * Every 250 ms a reporter prints each queue's counters, share of the
 //!   thread, lag and wake-to-first-poll p50 / p99 from `ex.stats()`.
 //! * At 1 s the background's shares go from 1 to 4 (`set_shares`).
+//! * At the end, the whole `ExecutorStats` as its `Display` prints it.
 //!
 //! ```text
 //! cargo run --release --example stats
@@ -144,4 +145,6 @@ fn main() {
         generator.await.expect("generator finished");
     };
     rt.block_on(ex.run_until(main));
+    println!("at the end:");
+    print!("{}", ex.stats());
 }

@@ -96,6 +96,7 @@ pub struct Builder<K> {
     pub(crate) general_pick: bool,
     latency: bool,
     stall: Option<(Duration, StallReport)>,
+    default_queue: Option<K>,
 }
 
 impl<K: QueueKey> Default for Builder<K> {
@@ -121,6 +122,7 @@ impl<K: QueueKey> Builder<K> {
             general_pick: false,
             latency: false,
             stall: None,
+            default_queue: None,
         }
     }
 
@@ -217,7 +219,7 @@ impl<K: QueueKey> Builder<K> {
 
     /// Declares a queue with `shares` and the default [`RunnableFifo`]
     /// scheduler. Queues are indexed in declaration order; the first one is
-    /// where [`spawn`](crate::spawn) puts tasks spawned from a main future.
+    /// the [default queue](Self::default_queue) unless another is named.
     ///
     /// [`RunnableFifo`]: crate::sched::RunnableFifo
     pub fn queue(self, key: K, shares: u32) -> Self {
@@ -227,6 +229,39 @@ impl<K: QueueKey> Builder<K> {
     /// Declares a queue from a [`QueueSpec`] (shares, scheduler, slice).
     pub fn queue_with(mut self, key: K, spec: QueueSpec) -> Self {
         self.queues.push((key, spec));
+        self
+    }
+
+    /// The queue of tasks spawned with the free [`spawn`](crate::spawn),
+    /// [`try_spawn`](crate::try_spawn) or [`JoinSet::spawn`](crate::JoinSet::spawn)
+    /// outside a task: from the main future of
+    /// [`block_on`](crate::Executor::block_on) or
+    /// [`run_until`](crate::Executor::run_until), which belongs to no queue.
+    /// From inside a task they spawn onto that task's queue. Default: the
+    /// first declared queue. `build()` returns
+    /// [`BuildError::UnknownDefaultQueue`] if `key` is not declared.
+    ///
+    /// ```
+    /// use tourbillon::Builder;
+    ///
+    /// #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+    /// enum Q { Background, Foreground }
+    ///
+    /// let ex = Builder::new()
+    ///     .queue(Q::Background, 1)
+    ///     .queue(Q::Foreground, 99)
+    ///     .default_queue(Q::Foreground)
+    ///     .build()
+    ///     .unwrap();
+    /// ex.block_on(async {
+    ///     // The main future is in no queue: this task goes to the default queue.
+    ///     tourbillon::spawn(async { "a request" }).await.unwrap();
+    /// });
+    /// assert_eq!(ex.queue_stats(Q::Foreground).unwrap().spawned, 1);
+    /// assert_eq!(ex.queue_stats(Q::Background).unwrap().spawned, 0);
+    /// ```
+    pub fn default_queue(mut self, key: K) -> Self {
+        self.default_queue = Some(key);
         self
     }
 
@@ -324,6 +359,14 @@ impl<K: QueueKey> Builder<K> {
             keys.push(key);
             specs.push((name, spec));
         }
+        let default_queue = match &self.default_queue {
+            None => 0,
+            Some(key) => keys.iter().position(|k| k == key).ok_or_else(|| {
+                BuildError::UnknownDefaultQueue {
+                    queue: format!("{key:?}"),
+                }
+            })?,
+        };
         let cfg = Config {
             max_polls: self.max_polls,
             host_yield_interval_ns: duration_ns(self.host_yield_interval),
@@ -337,6 +380,7 @@ impl<K: QueueKey> Builder<K> {
                 .as_ref()
                 .map_or(u64::MAX, |(t, _)| duration_ns(*t)),
             per_poll_timing: self.latency || self.stall.is_some(),
+            default_queue,
         };
         let clock = self
             .clock
@@ -432,6 +476,7 @@ impl<K: QueueKey> fmt::Debug for Builder<K> {
             .field("read_clock_every_poll", &self.read_clock_every_poll)
             .field("latency_histograms", &self.latency)
             .field("stall_threshold", &self.stall.as_ref().map(|(t, _)| t))
+            .field("default_queue", &self.default_queue)
             .finish()
     }
 }

@@ -67,4 +67,7 @@ pub(crate) struct Config {
     pub(crate) stall_ns: u64,
     /// One clock read per poll for every queue (latency or stalls on).
     pub(crate) per_poll_timing: bool,
+    /// The queue (index) of tasks spawned with the free `spawn` outside a
+    /// task: from the main future of `block_on` / `run_until`.
+    pub(crate) default_queue: usize,
 }

@@ -40,6 +40,12 @@ pub enum BuildError {
         /// The number of queues declared.
         count: usize,
     },
+    /// [`Builder::default_queue`](crate::Builder::default_queue) names a
+    /// key that no [`Builder::queue`](crate::Builder::queue) declared.
+    UnknownDefaultQueue {
+        /// The key, as `{:?}` prints it.
+        queue: String,
+    },
     /// A duration option is out of its documented range.
     InvalidOption {
         /// The option's name.
@@ -74,6 +80,10 @@ impl fmt::Display for BuildError {
                 f,
                 "{count} queues declared: the maximum is {}",
                 crate::config::MAX_QUEUES
+            ),
+            BuildError::UnknownDefaultQueue { queue } => write!(
+                f,
+                "default_queue({queue}) names no declared queue: declare it with Builder::queue"
             ),
             BuildError::InvalidOption { option, reason } => {
                 write!(f, "invalid value for {option}: {reason}")

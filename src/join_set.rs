@@ -113,8 +113,10 @@ impl<T: 'static> JoinSet<T> {
     }
 
     /// Spawns `future` onto the current task's queue of the running
-    /// executor (onto the first declared queue from the main future of
-    /// `block_on` / `run_until`), as the free [`spawn`](crate::spawn), and
+    /// executor (onto the executor's default queue from the main future of
+    /// `block_on` / `run_until`: see
+    /// [`Builder::default_queue`](crate::Builder::default_queue)), as the
+    /// free [`spawn`](crate::spawn), and
     /// adds it to the set; returns its [`AbortHandle`].
     ///
     /// # Panics

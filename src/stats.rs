@@ -135,6 +135,134 @@ pub struct ExecutorStats {
     pub queues: Vec<QueueStats>,
 }
 
+/// A readable report, one line for the executor and a table with a row
+/// per queue (each line ends with a newline, as the pool's
+/// `ShutdownReport`; print it with `print!`):
+///
+/// ```text
+/// executor: 5 polls, 2 runs, 1 turns, 0 parks, 0 live tasks
+/// queue       shares  spawned  completed  cancelled  panicked    polls    service  runnable        lag
+/// Requests         4        2          1          1         0        1          0         0          0
+/// Compaction       1        1          1          0         0        4     30.0us         0          0
+/// ```
+///
+/// `service` is the time the queue's tasks ran, `runnable` its runnable
+/// tasks, `lag` the service it is owed (`+`) or received in excess (`-`).
+/// Columns `wake p50` and `wake p99` follow when
+/// [latency histograms](crate::Builder::latency_histograms) recorded
+/// something; counters that are zero and rarely anything else (caught
+/// panics, scheduler violations, stalls, remote spawns waiting, a
+/// quarantine) are printed only when they are not.
+///
+/// ```
+/// use tourbillon::Builder;
+///
+/// let ex = Builder::new().queue("fg", 4).queue("bg", 1).build().unwrap();
+/// ex.block_on(async { ex.spawn("fg", async {}).unwrap().await.unwrap() });
+/// let report = ex.stats().to_string();
+/// assert!(report.starts_with("executor: 1 polls, "));
+/// let fg: Vec<&str> = report.lines().nth(2).unwrap().split_whitespace().collect();
+/// assert_eq!(fg[..5], ["\"fg\"", "4", "1", "1", "0"]); // queue, shares, spawned, completed, cancelled
+/// ```
+impl fmt::Display for ExecutorStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "executor: {} polls, {} runs, {} turns, {} parks, {} live tasks",
+            self.polls, self.runs, self.turns, self.parks, self.live_tasks
+        )?;
+        if self.live_groups > 0 {
+            write!(f, ", {} live groups", self.live_groups)?;
+        }
+        if self.caught_panics > 0 {
+            write!(f, ", {} caught panics", self.caught_panics)?;
+        }
+        if self.scheduler_violations > 0 {
+            write!(f, ", {} scheduler violations", self.scheduler_violations)?;
+        }
+        writeln!(f)?;
+        let name_w = self
+            .queues
+            .iter()
+            .map(|q| q.name.len())
+            .chain([5])
+            .max()
+            .unwrap_or(5);
+        let histograms = self.queues.iter().any(|q| q.wake_latency.count() > 0);
+        write!(
+            f,
+            "{:<name_w$}  {:>6}  {:>7}  {:>9}  {:>9}  {:>8}  {:>7}  {:>9}  {:>8}  {:>9}",
+            "queue",
+            "shares",
+            "spawned",
+            "completed",
+            "cancelled",
+            "panicked",
+            "polls",
+            "service",
+            "runnable",
+            "lag"
+        )?;
+        if histograms {
+            write!(f, "  {:>9}  {:>9}", "wake p50", "wake p99")?;
+        }
+        writeln!(f)?;
+        for q in &self.queues {
+            let lag = Duration::from_nanos(q.lag_ns.unsigned_abs());
+            let sign = if q.lag_ns < 0 { '-' } else { '+' };
+            write!(
+                f,
+                "{:<name_w$}  {:>6}  {:>7}  {:>9}  {:>9}  {:>8}  {:>7}  {:>9}  {:>8}  {:>9}",
+                q.name,
+                q.shares,
+                q.spawned,
+                q.completed,
+                q.cancelled,
+                q.panicked,
+                q.polls,
+                short(q.service),
+                q.runnable_tasks,
+                if q.lag_ns == 0 {
+                    "0".to_string()
+                } else {
+                    format!("{sign}{}", short(lag))
+                },
+            )?;
+            if histograms {
+                write!(
+                    f,
+                    "  {:>9}  {:>9}",
+                    short(q.wake_latency.p50()),
+                    short(q.wake_latency.p99())
+                )?;
+            }
+            if q.stalls > 0 {
+                write!(f, "  {} stalls", q.stalls)?;
+            }
+            if q.remote_waiting > 0 {
+                write!(f, "  {} remote spawns waiting", q.remote_waiting)?;
+            }
+            if let Some(quarantine) = &q.quarantine {
+                write!(f, "  quarantined: {quarantine}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// `d` in a few characters: `0`, `812ns`, `39.5us`, `1.23ms`, `2.50s`.
+fn short(d: Duration) -> String {
+    let ns = d.as_nanos();
+    match ns {
+        0 => "0".to_string(),
+        1..=999 => format!("{ns}ns"),
+        1_000..=999_999 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.2}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
 /// A poll that ran at least the stall threshold, as reported to the
 /// callback of [`Builder::stall_detector`](crate::Builder::stall_detector).
 #[derive(Debug, Clone, PartialEq, Eq)]

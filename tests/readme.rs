@@ -57,13 +57,57 @@ fn readme_pool_example_is_the_example() {
 
 #[test]
 fn readme_links_work_outside_rustdoc() {
-    // README.md is rendered by GitHub and crates.io, which do not resolve
-    // rustdoc's intra-doc links; API items link to docs.rs instead.
+    // README.md is rendered by GitHub and read in a clone, which do not
+    // resolve rustdoc's intra-doc links; API items are named in `code`
+    // (the reference is `cargo doc --open`), and the crate is not on
+    // docs.rs, whose links would not resolve.
     for (n, line) in README.lines().enumerate() {
         assert!(
             !line.contains("](crate::") && !line.contains("]: crate::"),
             "README.md line {}: a rustdoc-only link: {line}",
             n + 1
         );
+        assert!(
+            !line.contains("docs.rs/"),
+            "README.md line {}: a docs.rs link: {line}",
+            n + 1
+        );
     }
+}
+
+/// Every relative link of the README (`](path)` or `](path#anchor)`)
+/// names a file or directory of the repository.
+#[test]
+fn readme_relative_links_resolve() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut rest = README;
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        let target = &rest[..rest.find(')').expect("a link is closed")];
+        if target.starts_with("http") || target.starts_with('#') {
+            continue;
+        }
+        let path = target.split('#').next().unwrap_or(target);
+        assert!(
+            root.join(path).exists(),
+            "README.md links to {target:?}, which does not exist"
+        );
+    }
+}
+
+/// The set-up commands a newcomer runs in a bare clone: the quick start
+/// and the tests, in a ```` ```sh ```` block of the Install section.
+#[test]
+fn readme_gives_the_demo_and_test_commands() {
+    let install = &README[README.find("\n## Install\n").expect("an Install section")..];
+    let block = &install[install.find("\n```sh\n").expect("a ```sh block in Install") + 7..];
+    let block = &block[..block.find("\n```\n").expect("the block is closed")];
+    let lines: Vec<&str> = block.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("cargo run --example quick_start")),
+        "{block}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("cargo test")), "{block}");
 }

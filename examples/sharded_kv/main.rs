@@ -46,12 +46,7 @@
 //!
 //! The program starts the server, runs the client, stops the server's
 //! loops, prints what each core did and shuts the pool down, by itself.
-//! Flags: `--cores N` (default 2), `--placement each-cpu|unpinned`
-//! (each-cpu: core `i` pinned to the `i`-th CPU), `--routing
-//! shard-aware|any` (shard-aware), `--duration SECONDS` (2), `--rate
-//! REQUESTS_PER_SECOND|max` (50000), `--conns N` (16), `--depth N` (64,
-//! with `--rate max`), `--keys N` (50000), `--client-threads N` (1). The
-//! client's threads are not pinned.
+//! `--help` explains its flags and every line of its output ([`HELP`]).
 
 mod client;
 mod cpu;
@@ -80,7 +75,60 @@ struct Options {
 
 const USAGE: &str = "usage: sharded_kv [--cores N] [--placement each-cpu|unpinned] \
 [--routing shard-aware|any] [--duration SECONDS] [--rate REQUESTS_PER_SECOND|max] [--conns N] \
-[--depth N] [--keys N] [--client-threads N]";
+[--depth N] [--keys N] [--client-threads N]; sharded_kv --help explains them";
+
+const HELP: &str = "\
+sharded_kv: a key-value server with one shard per core of a tourbillon Pool
+(each core an executor in a tokio current_thread runtime, queues fg, fwd and
+bg), and a load client in the same process. It starts the server, runs the
+client for --duration, prints what the client measured and what each core
+did, and shuts the pool down.
+
+USAGE:
+    cargo run --release --example sharded_kv --features tokio [-- OPTIONS]
+
+OPTIONS (default in brackets):
+    --cores N              pool cores, one thread and one shard each [2]
+    --placement P          each-cpu: core i pinned to the i-th CPU;
+                           unpinned: the OS places the threads [each-cpu]
+    --routing R            shard-aware: the client sends each core only its
+                           own keys, on the core's own port; any: keys of
+                           every shard on the shared port, and the server
+                           forwards them to their core [shard-aware]
+    --duration SECONDS     how long the client sends [2]
+    --rate R|max           R: open loop, R requests/s in all; max: closed
+                           loop, --depth requests in flight per
+                           connection [50000]
+    --conns N              client connections [16]
+    --depth N              requests in flight per connection with
+                           --rate max [64]
+    --keys N               distinct keys (the client fills them first) [50000]
+    --client-threads N     client threads (not pinned) [1]
+    -h, --help             this text
+
+OUTPUT:
+    server: ...            cores and ports, and the client's settings
+    client: sent S received R errors E in T s: X requests/s
+                           requests sent and answered, error answers, and
+                           answers per second over the measured phase
+    latency from due time  (open loop) from when the request was due to be
+                           sent to its answer: includes the client's own
+                           delays, so a server that falls behind shows here
+    latency from write     from the write of the request to its answer
+                           (p50, p99, p999, max, in us)
+    cpu: ...               CPU time of the server's core threads and of the
+                           client threads, in all and per request (Linux
+                           /proc; absent elsewhere)
+    core N: ...            connections accepted, requests read (the fill's
+                           included; forwarded: sent to another core), the
+                           shard's applied requests (forwarded in: from
+                           other cores), entries (tombstones included), and
+                           its background snapshot passes
+    core N executor: ...   per queue (fg: accept loop and connections, fwd:
+                           requests forwarded from other cores, bg:
+                           snapshots): service time and polls
+    shutdown (...):        per core, drained or the tasks cancelled
+";
 
 fn parse_args() -> Result<Options, String> {
     let mut o = Options {
@@ -101,7 +149,8 @@ fn parse_args() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
-            return Err(USAGE.to_string());
+            print!("{HELP}");
+            std::process::exit(0);
         }
         let value = args
             .next()

@@ -13,7 +13,9 @@
 //! It owns the drivers' loops, parking and host registration; what a turn
 //! does is the run loop's (`Core::run_turn`).
 
+use std::any::Any;
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +29,9 @@ use super::context;
 use super::core::{bump, Core};
 use super::inbox::HostToken;
 use super::run_loop::Turn;
+use crate::boundary::drop_payload;
 use crate::task::current::{self, SavedMarker};
+use crate::task::join_error::{no_reactor_explanation, Panicker};
 
 /// Marks the core as driven for the guard's life, and clears the
 /// current-task marker of an enclosing poll (a task of another executor
@@ -176,7 +180,7 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
         // read-modify-write.
         if main.woken.load(Ordering::Acquire) && main.woken.swap(false, Ordering::AcqRel) {
             follows = false;
-            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            if let Poll::Ready(out) = poll_main(future.as_mut(), &mut cx) {
                 return out;
             }
         }
@@ -193,6 +197,31 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
             bump(&core.counters.parks);
             thread::park();
         }
+    }
+}
+
+/// Polls a driver's main future. A panic of it resumes out of the driver
+/// unchanged, except tokio's "no reactor" panic (a tokio timer or socket
+/// with no tokio runtime entered), which panics again with a `String` that
+/// says to nest the executor in a tokio runtime (the explanation a task's
+/// `JoinError` gives), so that the panic hook prints it too.
+#[inline(always)]
+fn poll_main<F: Future>(future: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    match panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+        Ok(poll) => poll,
+        Err(payload) => explain_main_panic(payload),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn explain_main_panic(payload: Box<dyn Any + Send>) -> ! {
+    match no_reactor_explanation(payload.as_ref(), Panicker::MainFuture) {
+        Some(explained) => {
+            drop_payload(payload);
+            panic::panic_any(explained)
+        }
+        None => panic::resume_unwind(payload),
     }
 }
 
@@ -264,7 +293,7 @@ impl<F: Future> Future for RunUntil<'_, F> {
         // (`crate::coop`), taken before the future spends any.
         #[cfg(feature = "tokio")]
         let start = crate::coop::HostStart::take();
-        if let Poll::Ready(out) = this.future.poll(cx) {
+        if let Poll::Ready(out) = poll_main(this.future, cx) {
             this.host.end();
             return Poll::Ready(out);
         }

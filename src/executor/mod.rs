@@ -233,9 +233,13 @@ impl<K: QueueKey> Executor<K> {
     }
 
     /// Runs the executor on this thread until `future` completes, and
-    /// returns its output. `future` is polled on this thread but is not a
-    /// task: it belongs to no queue. When no task is runnable the thread
-    /// parks (no CPU) until a wake, from this thread or another.
+    /// returns its output. `future` (the *main future*) is not a task: it
+    /// belongs to no queue and gets no shares; the driver polls it between
+    /// turns of the tasks, whenever it is woken. The free
+    /// [`spawn`](crate::spawn) called from it spawns onto the
+    /// [default queue](crate::Builder::default_queue) (the first declared
+    /// queue unless the builder names another). When no task is runnable
+    /// the thread parks (no CPU) until a wake, from this thread or another.
     ///
     /// `block_on` has no reactor: it runs CPU-bound work and futures woken
     /// by tourbillon itself, other tasks or other threads (channels, join
@@ -244,9 +248,12 @@ impl<K: QueueKey> Executor<K> {
     /// them with [`run_until`](Executor::run_until): tokio's or monoio's
     /// `rt.block_on(ex.run_until(fut))`, or async-io's
     /// `async_io::block_on(ex.run_until(fut))`. A tokio timer or
-    /// socket used in a task under `block_on` panics in tokio ("there is no
-    /// reactor running"); the task's [`JoinError`](crate::JoinError) then
-    /// carries a message that says to use `run_until` in a tokio runtime.
+    /// socket used under `block_on` panics in tokio ("there is no reactor
+    /// running"): in a task, its [`JoinError`](crate::JoinError) then
+    /// carries a message that says to use `run_until` in a tokio runtime;
+    /// in the main future, `block_on` panics with that message (a `String`
+    /// payload that ends with tokio's own message). Any other panic of the
+    /// main future resumes out of `block_on` unchanged.
     ///
     /// # Panics
     /// If called from inside one of this executor's tasks (a task cannot
@@ -263,6 +270,13 @@ impl<K: QueueKey> Executor<K> {
     /// `current_thread` runtime or `LocalSet`, smol, ...). Every turn
     /// (61 polls or 200 us by default) it returns to the host so that the
     /// host's timers and sockets, which the tasks may use, make progress.
+    /// As under [`block_on`](Executor::block_on), `future` belongs to no
+    /// queue: each poll of `run_until` polls it (when the host polls
+    /// `run_until`), then runs one turn of the tasks; the free
+    /// [`spawn`](crate::spawn) called from it spawns onto the
+    /// [default queue](crate::Builder::default_queue). If it panics with
+    /// tokio's "no reactor" message (under a host that is not tokio), the
+    /// panic is explained as under `block_on`.
     /// Several `run_until` futures of one executor may be pending in one
     /// host at once (tasks of one `LocalSet`, say): each is woken when the
     /// executor has work, and whichever the host polls first runs it.
@@ -453,9 +467,11 @@ impl<K: QueueKey> fmt::Debug for Spawner<K> {
     }
 }
 
-/// Spawns `future` onto the current task's queue of the running executor
-/// (onto the first declared queue when called from the main future of
-/// `block_on` / `run_until`), like tokio's `spawn_local`.
+/// Spawns `future` onto the current task's queue of the running executor,
+/// like tokio's `spawn_local`. Called from the main future of `block_on` /
+/// `run_until`, which belongs to no queue, it spawns onto the executor's
+/// default queue: the first declared one, or the one named by
+/// [`Builder::default_queue`](crate::Builder::default_queue).
 ///
 /// # Panics
 /// Outside a running tourbillon executor, after it shut down, or when the

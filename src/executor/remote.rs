@@ -223,7 +223,7 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
             // panic while unwinding aborts the process).
             match boundary::drop_caught(future) {
                 Some(p) if core.shutdown.get() => {
-                    let id = self.lock().id.unwrap_or(NEVER_SPAWNED);
+                    let id = self.task_id();
                     self.complete(Err(JoinError::panic(id, p)));
                 }
                 Some(p) => {

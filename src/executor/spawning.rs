@@ -42,11 +42,19 @@ impl<F> Spawn<F> {
         }
     }
 
-    /// `future` onto the queue of the task `core` is running (the first
-    /// declared queue from the main future of `block_on` / `run_until`).
+    /// `future` onto the queue of the task `core` is running (the
+    /// executor's default queue, `Builder::default_queue`, from the main
+    /// future of `block_on` / `run_until`).
     #[inline(always)]
     pub(crate) fn here(core: &Core, future: F) -> Self {
-        Self::new(core.run.current.queue.get().unwrap_or(0), future)
+        Self::new(
+            core.run
+                .current
+                .queue
+                .get()
+                .unwrap_or(core.cfg.default_queue),
+            future,
+        )
     }
 
     /// The same task in the keyed group `group`.

@@ -36,6 +36,11 @@ pub enum Placement {
 
 /// What drives each core's executor on its thread. Every core gets a host
 /// of its own.
+///
+/// `Tokio` and `AsyncIo` exist only with the crate's cargo features of the
+/// same names (`tokio`, `async-io`); without them, `Host::Tokio` is error
+/// E0599 ("no variant named `Tokio`"): enable the feature, e.g.
+/// `tourbillon = { path = "../tourbillon", features = ["tokio"] }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Host {
@@ -46,13 +51,16 @@ pub enum Host {
     /// A tokio `current_thread` runtime with its I/O and time drivers
     /// enabled (`enable_all`), driving the executor with
     /// [`Executor::run_until`](crate::Executor::run_until): tokio sockets,
-    /// timers and `spawn_blocking` work in the core's tasks.
+    /// timers and `spawn_blocking` work in the core's tasks. With the cargo
+    /// feature `tokio`.
     #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     Tokio,
     /// async-io's reactor (smol's): `async_io::block_on` drives the
     /// executor; `async_io::Async` sockets and `Timer`s work in the core's
-    /// tasks.
+    /// tasks. With the cargo feature `async-io`.
     #[cfg(feature = "async-io")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async-io")))]
     AsyncIo,
 }
 

@@ -86,9 +86,12 @@ impl QueueSpec {
     /// waits up to about `latency` plus the poll in flight before its task
     /// is polled, so pick the delay a request can afford, and keep
     /// background polls short ([`yield_maybe`](crate::task::yield_maybe)) if
-    /// they are longer than it. The README's results (Sockets, Host
-    /// interval) give what 50 us did to a server's p99 and what a host
-    /// turn costs, with their commands, machine and date. Set it
+    /// they are longer than it: the executor returns to the host only
+    /// between polls, so behind a long poll the knob changes nothing.
+    /// `examples/latency_knob.rs` measures a request queue's latency
+    /// with long and with short background polls, with and without the
+    /// knob; the README gives its figures and what a host turn costs,
+    /// with their commands, machine and date. Set it
     /// on the queue that serves requests, not on background queues: each
     /// host turn is a poll of the host's driver (an `epoll_wait` with a
     /// zero timeout under tokio), which background work pays for only

@@ -27,7 +27,9 @@ use crate::boundary::panic_message;
 /// the context of a Tokio", its payload here is replaced by a `String` that
 /// starts with `tourbillon:`, says to run the executor inside a tokio
 /// runtime with `rt.block_on(ex.run_until(fut))`, and ends with tokio's own
-/// message. Every other payload is the task's own, unchanged. (With
+/// message. Every other payload is the task's own, unchanged. The main
+/// future of `block_on` / `run_until` gets the same explanation: the
+/// driver panics with it. (With
 /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate) the panic that
 /// resumes out of `block_on` / `run_until` carries tokio's payload as it
 /// is.)
@@ -110,24 +112,50 @@ const TOKIO_NO_REACTOR: [&str; 2] = [
     "must be called from the context of a Tokio",
 ];
 
-/// What [`explain_missing_reactor`] puts before tokio's message.
-const NO_REACTOR_HINT: &str = "tourbillon: the task used a tokio timer or socket where no tokio \
-runtime is entered; Executor::block_on has no reactor: run the executor inside a tokio runtime \
-with `rt.block_on(ex.run_until(fut))` so that tokio timers and sockets work in its tasks \
-(async-io's `block_on(ex.run_until(fut))` serves async-io's own timers and sockets, not tokio's)";
+/// What [`explain_missing_reactor`] puts before tokio's message, after
+/// the words that say who panicked.
+const NO_REACTOR_HINT: &str = "used a tokio timer or socket where no tokio runtime is entered; \
+Executor::block_on has no reactor: run the executor inside a tokio runtime with \
+`rt.block_on(ex.run_until(fut))` so that tokio timers and sockets work in its tasks and its main \
+future (async-io's `block_on(ex.run_until(fut))` serves async-io's own timers and sockets, not \
+tokio's)";
+
+/// Who panicked, for [`no_reactor_explanation`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Panicker {
+    /// A task (its `JoinError`).
+    Task,
+    /// The main future of `block_on` or `run_until`.
+    MainFuture,
+}
+
+/// If `payload` is tokio's "no reactor" panic, the `String` that explains
+/// it: `tourbillon: <who> <hint>. tokio's panic: <tokio's message>`;
+/// `None` for any other payload (one that already starts with
+/// `tourbillon:` included).
+#[cold]
+pub(crate) fn no_reactor_explanation(payload: &(dyn Any + Send), who: Panicker) -> Option<String> {
+    let m = panic_message(payload)?;
+    if m.starts_with("tourbillon:") || !TOKIO_NO_REACTOR.iter().any(|s| m.contains(s)) {
+        return None;
+    }
+    let who = match who {
+        Panicker::Task => "the task",
+        Panicker::MainFuture => "the main future of block_on / run_until",
+    };
+    Some(format!(
+        "tourbillon: {who} {NO_REACTOR_HINT}. tokio's panic: {m}"
+    ))
+}
 
 /// Replaces tokio's "no reactor" panic payload by a `String` that says
 /// which host to use (see [`JoinError`]); any other payload is returned as
 /// it is.
 #[cold]
 fn explain_missing_reactor(payload: Box<dyn Any + Send>) -> Box<dyn Any + Send> {
-    match panic_message(payload.as_ref()) {
-        Some(m)
-            if !m.starts_with("tourbillon:") && TOKIO_NO_REACTOR.iter().any(|s| m.contains(s)) =>
-        {
-            Box::new(format!("{NO_REACTOR_HINT}. tokio's panic: {m}"))
-        }
-        _ => payload,
+    match no_reactor_explanation(payload.as_ref(), Panicker::Task) {
+        Some(explained) => Box::new(explained),
+        None => payload,
     }
 }
 
