@@ -159,7 +159,7 @@ mod loom_tests {
             let remote = std::sync::Arc::new(Remote::default());
             let mut slab = TaskSlab::new(remote.clone());
             let (cell, _) = slab.insert_joined(std::future::pending::<u32>(), 0, None);
-            let waker = slab.waker_clone(cell.id());
+            let waker = slab.waker_clone(cell.key());
             let t = thread::spawn(move || {
                 waker.wake_by_ref();
                 drop(waker);
