@@ -316,8 +316,8 @@ impl<F: Future> Future for RunUntil<'_, F> {
 /// completes once no task of the executor is alive and no remote spawn
 /// waits in its inbox or its remote backlog. It drives nothing itself: it
 /// is polled as (part of) the main future of `block_on` or `run_until`,
-/// whose driver wakes it when it finds nothing runnable and no task alive
-/// ([`Core::wake_if_drained`]). Any number may wait at once.
+/// whose driver wakes it when it finds nothing runnable and no task alive.
+/// Any number may wait at once.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Drained<'a> {
     core: &'a Core,
