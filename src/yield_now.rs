@@ -48,7 +48,7 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
-        if !crate::task::current::try_fast_yield(cx.waker()) {
+        if !crate::task::waker::try_fast_yield(cx.waker()) {
             yield_slow(cx.waker());
         }
         Poll::Pending

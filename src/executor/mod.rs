@@ -9,7 +9,8 @@
 //! builder, which assembles a `Core`, and the crate's re-exports.
 //!
 //! Its files, from the bottom up; each imports only from files before it
-//! in this list:
+//! in this list, except `core`, `remote`, `backlog` and `spawning`, which
+//! import each other (the intake of remote spawns and `Core`):
 //! * data: `eevdf` (pure EEVDF arithmetic, imports nothing), `queues` (each
 //!   queue's scheduler and counters, and the EEVDF table), `run_state` (the
 //!   run loop's `Cell`s);

@@ -15,9 +15,9 @@ use std::sync::{mpsc, Arc};
 use std::task::Poll;
 use std::thread::{self, JoinHandle};
 
-use super::builder::{Host, MakeExecutor, Placement, MAX_CORES};
 use super::control::{CoreControl, Phase};
 use super::error::PoolBuildError;
+use super::options::{Host, MakeExecutor, Placement, MAX_CORES};
 use super::shutdown::CoreReport;
 use crate::boundary;
 use crate::executor::bounded::BoundedRemoteSpawner;

@@ -25,8 +25,10 @@
 //! executor's bounded remote spawner (the inbox, which coalesces the
 //! wakes of the executor's thread), and each core's tasks are ordinary
 //! tasks of its queues, scheduled by its EEVDF and its schedulers; the pool
-//! adds no scheduling of its own. Its files: `builder` (settings, start),
-//! `core_thread` (a core's thread: pinning, host, phases), `control` (the
+//! adds no scheduling of its own. Its files: `options` (placement, host,
+//! distribution, the executor declaration, the core limit), `builder`
+//! (settings, start), `core_thread` (a core's thread: pinning, host,
+//! phases), `control` (the
 //! stop signals a core and the pool share), `submit` (the submission
 //! futures), `timer` (submission deadlines), `stats`, `shutdown` (the
 //! report) and `error`.
@@ -66,14 +68,16 @@ mod builder;
 mod control;
 mod core_thread;
 mod error;
+mod options;
 mod shutdown;
 mod stats;
 mod submit;
 mod timer;
 
-pub use builder::{Distribution, Host, Placement, PoolBuilder, MAX_CORES};
+pub use builder::PoolBuilder;
 pub use core_thread::current_core;
 pub use error::{ControlError, PoolBuildError, ShutdownError, SubmitError, TrySubmitError};
+pub use options::{Distribution, Host, Placement, MAX_CORES};
 pub use shutdown::{CoreReport, ShutdownReport};
 pub use stats::PoolStats;
 pub use submit::{PoolSpawn, Submit};
@@ -92,13 +96,13 @@ use submit::{Job, LoadGuard, Tracked};
 use timer::Timer;
 
 use crate::boundary;
+use crate::error::TrySpawnError;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::core::{Core, RemoteOp};
 use crate::executor::launch::Make;
 use crate::executor::remote::RemoteJoinHandle;
 use crate::queue::QueueKey;
 use crate::stats::ExecutorStats;
-use crate::TrySpawnError;
 
 /// The owner of a pool of executors, one per core: see the
 /// [module](self) docs. A `Send + Sync` handle; clones share the pool,

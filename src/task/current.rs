@@ -164,19 +164,19 @@ pub(crate) fn in_task_poll() -> bool {
     !POLLING.with(|p| p.get()).is_null()
 }
 
-/// `yield_now` fast path: if `waker` is the own waker of the task this
-/// thread is polling, record the yield (the run loop requeues or defers the
-/// task after the poll) and return `true`. No executor lookup, no slab
-/// access: two thread-local reads and a pointer comparison.
-#[inline]
-pub(crate) fn try_fast_yield(waker: &std::task::Waker) -> bool {
-    let polling = POLLING.with(|p| p.get());
-    if !polling.is_null() && waker.data() == polling && super::waker::is_task_waker(waker) {
-        YIELDED.with(|y| y.set(true));
-        true
-    } else {
-        false
-    }
+/// The header address of the task this thread is polling (null if none):
+/// what `yield_now`'s fast path compares a waker's data with
+/// (`waker::try_fast_yield`).
+#[inline(always)]
+pub(crate) fn polling() -> *const () {
+    POLLING.with(|p| p.get())
+}
+
+/// Records that the task being polled yielded through `yield_now`'s fast
+/// path (the run loop requeues or defers it after the poll: [`leave`]).
+#[inline(always)]
+pub(crate) fn mark_yielded() {
+    YIELDED.with(|y| y.set(true));
 }
 
 /// The id of the task being polled on this thread, or whose future or
