@@ -52,6 +52,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 
 /// A panic payload.
 pub(crate) type Payload = Box<dyn Any + Send>;
@@ -303,4 +304,43 @@ mod tests {
         assert_eq!(sink.caught(), 3);
         assert!(!sink.holds());
     }
+}
+
+thread_local! {
+    /// The panic sink of the executor that drives this thread, if any.
+    static DRIVING: RefCell<Option<Rc<PanicSink>>> = const { RefCell::new(None) };
+}
+
+/// Makes `sink` the panic sink of the executor driving this thread until
+/// the guard drops (which restores the previous one, also on unwind).
+pub(crate) fn enter_sink(sink: &Rc<PanicSink>) -> SinkGuard {
+    let prev = DRIVING.with(|d| d.replace(Some(sink.clone())));
+    SinkGuard { prev }
+}
+
+/// Restores the previous driving executor's sink on drop.
+pub(crate) struct SinkGuard {
+    prev: Option<Rc<PanicSink>>,
+}
+
+impl Drop for SinkGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        let _ = DRIVING.try_with(|d| *d.borrow_mut() = prev);
+    }
+}
+
+/// Reports `payload` to the sink of the executor driving this thread
+/// ([`PanicSink::report`]); gives it back when no executor drives this
+/// thread (or during thread teardown).
+pub(crate) fn report_here(payload: Payload) -> Option<Payload> {
+    let mut payload = Some(payload);
+    let _ = DRIVING.try_with(|d| {
+        if let Some(sink) = d.try_borrow().ok().as_deref().and_then(Option::as_ref) {
+            if let Some(p) = payload.take() {
+                sink.report(p);
+            }
+        }
+    });
+    payload
 }

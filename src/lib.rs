@@ -9,11 +9,13 @@ pub mod clock;
 pub mod config;
 #[cfg(feature = "tokio")]
 mod coop;
+mod eevdf;
 mod error;
 mod executor;
 mod join_set;
 pub mod pool;
 mod queue;
+pub mod remote;
 pub mod sched;
 pub mod stats;
 mod sync;
@@ -27,10 +29,9 @@ mod yield_now;
 
 pub use builder::{Builder, PanicPolicy};
 pub use error::{BuildError, SharesError, SpawnError, TrySpawnError, UnknownQueue};
-pub use executor::bounded::{BoundedRemoteSpawner, SpawnWait};
 pub use executor::drive::{Drained, RunUntil};
 pub use executor::queue_handle::QueueHandle;
-pub use executor::remote::{RemoteJoinHandle, RemoteSpawner};
+pub use remote::{BoundedRemoteSpawner, RemoteJoinHandle, RemoteSpawner, SpawnWait};
 pub use executor::task_builder::TaskBuilder;
 pub use executor::{spawn, try_spawn, Executor, Spawner};
 pub use join_set::JoinSet;

@@ -12,6 +12,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::core::Core;
+use crate::boundary;
 use crate::task::current;
 use crate::task::harness::PollScope;
 use crate::task::raw::RawTask;
@@ -23,11 +24,14 @@ thread_local! {
 /// Restores the previous current executor on drop (also when unwinding).
 pub(crate) struct EnterGuard {
     prev: Option<Rc<Core>>,
+    /// Its panic sink is the driving executor's (`boundary::report_here`).
+    _sink: boundary::SinkGuard,
 }
 
 pub(crate) fn enter(core: &Rc<Core>) -> EnterGuard {
+    let _sink = boundary::enter_sink(&core.panics);
     let prev = CURRENT.with(|c| c.replace(Some(core.clone())));
-    EnterGuard { prev }
+    EnterGuard { prev, _sink }
 }
 
 impl Drop for EnterGuard {

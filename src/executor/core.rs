@@ -12,19 +12,19 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
-use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
-use super::backlog::{Backlog, Ticket};
-use super::inbox::Inbox;
 use super::queues::Queues;
-use super::remote::RemoteSpawn;
 use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::{Clock, ExecutorClock};
 use crate::config::Config;
-use crate::error::SharesError;
+use crate::error::{SharesError, SpawnError};
+use crate::remote::intake::Intake;
+use crate::remote::op::Remote;
+use crate::remote::target::{Insert, Target};
+use crate::sched::Quarantine;
 use crate::stats::StallReport;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
@@ -45,38 +45,13 @@ pub(crate) fn bump(c: &Cell<u64>) {
     c.set(c.get() + 1);
 }
 
-/// Work sent to the executor from another thread, done on the executor's
-/// thread at a poll boundary (a spawn joins its queue's line of the remote
-/// backlog there, `executor/backlog.rs`).
-pub(crate) enum RemoteOp {
-    /// A remote spawn: its (`Send`) future, queue and result slot.
-    Spawn(RemoteSpawn),
-    /// A remote `abort()` (a remote join handle's or an abort handle's).
-    Abort(TaskKey),
-    /// A call on the executor's thread at a poll boundary, outside any
-    /// task (the pool's control: shares, stats).
-    Call(Box<dyn FnOnce(&Core) + Send>),
-}
-
-impl std::fmt::Debug for RemoteOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RemoteOp::Spawn(_) => f.write_str("Spawn"),
-            RemoteOp::Abort(id) => f.debug_tuple("Abort").field(id).finish(),
-            RemoteOp::Call(_) => f.write_str("Call"),
-        }
-    }
-}
-
-/// The executor's thread-safe half: its inbox, which its tasks' wakers and
-/// handles reach from any thread (the tasks' sink, `executor/wake.rs`).
-pub(crate) type Remote = Inbox<RemoteOp>;
-
 pub(crate) struct Core {
     pub(crate) tasks: RefCell<TaskSlab<Remote>>,
     pub(crate) queues: RefCell<Queues>,
     pub(crate) run: RunState,
-    pub(crate) remote: Arc<Remote>,
+    /// Remote work: the inbox other threads send to, and the backlog of
+    /// remote spawns waiting for admission (`remote/intake.rs`).
+    pub(crate) intake: Intake,
     pub(crate) clock: ExecutorClock,
     pub(crate) cfg: Config,
     /// Read the clock after every poll (cheap clock).
@@ -84,9 +59,6 @@ pub(crate) struct Core {
     /// Something for the next poll boundary: activations, aborts.
     pub(crate) attention: Cell<bool>,
     pub(crate) aborts: RefCell<Vec<TaskKey>>,
-    /// The vectors a poll boundary drains the inbox into, kept with their
-    /// room between boundaries (no allocation per drain).
-    pub(crate) inbox_batch: Cell<(Vec<TaskKey>, Vec<RemoteOp>)>,
     /// Yielded tasks waiting for the next host turn (nested mode).
     pub(crate) deferred: RefCell<Vec<TaskKey>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
@@ -113,10 +85,8 @@ pub(crate) struct Core {
     /// The wakers of the waiting [`Drained`](super::drive::Drained)
     /// futures, woken by a driver that finds no task alive.
     pub(crate) drained_wakers: RefCell<Vec<Waker>>,
-    /// Remote spawns taken from the inbox, not yet tasks.
-    pub(crate) backlog: Backlog,
     /// This core, for what its tasks hold of it (a remote task's
-    /// admission [`Ticket`](super::backlog::Ticket)).
+    /// admission ticket, `remote/backlog.rs`).
     pub(crate) me: Weak<Core>,
 }
 
@@ -129,19 +99,17 @@ impl Core {
         stall_report: Option<StallReport>,
         me: Weak<Core>,
     ) -> Self {
-        let remote = Arc::new(Remote::default());
-        let queue_count = queues.list.len();
+        let intake = Intake::new(queues.list.len());
         Self {
-            tasks: RefCell::new(TaskSlab::new(remote.clone())),
+            tasks: RefCell::new(TaskSlab::new(intake.inbox.clone())),
             queues: RefCell::new(queues),
             run: RunState::default(),
-            remote,
+            intake,
             cheap_clock: cfg.cheap_clock,
             clock,
             cfg,
             attention: Cell::new(false),
             aborts: RefCell::new(Vec::new()),
-            inbox_batch: Cell::default(),
             deferred: RefCell::new(Vec::new()),
             deferred_wakers: RefCell::new(Vec::new()),
             shutdown: Cell::new(false),
@@ -155,7 +123,6 @@ impl Core {
             drained_wakers: RefCell::new(Vec::new()),
             #[cfg(feature = "tokio")]
             task_budget: Default::default(),
-            backlog: Backlog::new(queue_count),
             me,
         }
     }
@@ -185,7 +152,7 @@ impl Core {
     /// code: a panic goes to the panic sink).
     pub(crate) fn wake_hosts(&self) {
         self.panics
-            .check(boundary::call(|| self.remote.wake_host()));
+            .check(boundary::call(|| self.intake.inbox.wake_host()));
     }
 
     /// A queue went from empty to non-empty: it needs placement at the next
@@ -331,7 +298,7 @@ impl Core {
     pub(crate) fn stats(&self) -> ExecutorStats {
         let qs = self.queues.borrow();
         let queues = (0..qs.list.len())
-            .map(|i| queue_stats(&qs, i, self.held(i), &self.backlog))
+            .map(|i| queue_stats(&qs, i, self.held(i), &self.intake))
             .collect();
         ExecutorStats {
             polls: self.counters.polls.get(),
@@ -348,7 +315,7 @@ impl Core {
     }
 
     pub(crate) fn queue_stats(&self, q: usize) -> QueueStats {
-        queue_stats(&self.queues.borrow(), q, self.held(q), &self.backlog)
+        queue_stats(&self.queues.borrow(), q, self.held(q), &self.intake)
     }
 
     /// Runnable tasks of queue `q` that its run in progress took from the
@@ -381,24 +348,10 @@ impl Core {
             return Vec::new();
         }
         let mut dropped = vec![0; self.queues.borrow().list.len()];
-        // Spawn ops that never ran: run now, each sees the shutdown and
+        // Remote spawns that never became tasks: each sees the shutdown and
         // drops its future, then its delivery (its join handle reads
         // Cancelled), each behind a boundary of its own (either may panic).
-        for op in self.remote.close() {
-            match op {
-                RemoteOp::Spawn(spawn) => self.drop_spawn(spawn, &mut dropped),
-                // A call's drop may wake whoever waits for its answer.
-                RemoteOp::Call(call) => {
-                    self.panics.check(boundary::call(|| drop(call)));
-                }
-                RemoteOp::Abort(_) => {}
-            }
-        }
-        // Spawns waiting in the remote backlog: the same, in queue then
-        // arrival order.
-        for spawn in self.backlog.take_all() {
-            self.drop_spawn(spawn, &mut dropped);
-        }
+        self.intake.close(self, &mut dropped);
         self.aborts.borrow_mut().clear();
         self.deferred.borrow_mut().clear();
         let wakers = std::mem::take(&mut *self.deferred_wakers.borrow_mut());
@@ -410,17 +363,6 @@ impl Core {
         self.drain_tasks(&mut dropped);
         self.panics.discard();
         dropped
-    }
-
-    /// Drops an accepted remote spawn that never became a task (shutdown):
-    /// its future unpolled, then its handle reads `Cancelled`; counted in
-    /// `dropped` under its queue.
-    fn drop_spawn(&self, spawn: RemoteSpawn, dropped: &mut [u64]) {
-        if let Some(n) = dropped.get_mut(spawn.queue()) {
-            *n += 1;
-        }
-        self.panics
-            .check(boundary::call(|| spawn.run(self, Ticket::none())));
     }
 
     /// Drops `value`, whose destructor is user code, at shutdown.
@@ -472,7 +414,7 @@ impl Core {
     }
 }
 
-fn queue_stats(qs: &Queues, i: usize, held: usize, backlog: &Backlog) -> QueueStats {
+fn queue_stats(qs: &Queues, i: usize, held: usize, intake: &Intake) -> QueueStats {
     let st = &qs.list[i];
     let e = &qs.eevdf.ents[i];
     QueueStats {
@@ -487,7 +429,7 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, backlog: &Backlog) -> QueueSt
         runs: st.counters.runs,
         service: Duration::from_nanos(st.counters.service_ns),
         runnable_tasks: st.sched.len() + held,
-        remote_waiting: backlog.waiting_in(i),
+        remote_waiting: intake.waiting_in(i),
         runnable: e.runnable,
         vruntime: e.v,
         deadline: e.d,
@@ -495,6 +437,60 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, backlog: &Backlog) -> QueueSt
         stalls: st.counters.stalls,
         wake_latency: st.counters.wake_latency.clone(),
         quarantine: st.quarantine.as_deref().cloned(),
+    }
+}
+
+/// The executor as remote work sees it (`remote/target.rs`).
+impl Target for Core {
+    fn wake_foreign(&self, key: TaskKey) {
+        self.tasks.borrow().clear_remote_notified(key);
+        self.wake_local(key);
+    }
+
+    fn abort(&self, key: TaskKey) {
+        Core::abort(self, key);
+    }
+
+    fn report(&self, payload: boundary::Payload) {
+        self.panics.report(payload);
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.shutdown.get()
+    }
+
+    fn quarantine_of(&self, q: usize) -> Option<Quarantine> {
+        Core::quarantine_of(self, q)
+    }
+
+    fn spawn_detached(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        insert: Insert<'_>,
+    ) -> Result<TaskKey, SpawnError> {
+        self.insert_and_queue(q, group, None, |tasks, group| {
+            let (id, group) = insert(tasks, group);
+            (id, id, group)
+        })
+    }
+
+    fn window_freed(&self, q: usize) {
+        if self.intake.window_freed(q) && !self.shutdown.get() {
+            self.attention.set(true);
+        }
+    }
+
+    fn weak(&self) -> Weak<dyn Target> {
+        self.me.clone()
+    }
+
+    fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError> {
+        Core::set_shares(self, q, shares)
+    }
+
+    fn stats(&self) -> ExecutorStats {
+        Core::stats(self)
     }
 }
 

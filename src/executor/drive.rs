@@ -27,7 +27,8 @@ use pin_project_lite::pin_project;
 
 use super::context;
 use super::core::{bump, Core};
-use super::inbox::HostToken;
+use crate::remote::inbox::HostToken;
+use crate::remote::op::Remote;
 use super::run_loop::Turn;
 use crate::boundary::drop_payload;
 use crate::task::current::{self, SavedMarker};
@@ -86,7 +87,7 @@ impl<'a> HostGuard<'a> {
     /// Registers `waker` (or updates the registration): called before the
     /// driver checks for work, so that a wake after the check reaches it.
     fn set(&mut self, waker: &Waker) {
-        self.core.remote.set_host(&mut self.token, waker);
+        self.core.intake.inbox.set_host(&mut self.token, waker);
     }
 
     /// The driver ended: deregisters its host waker and, if the executor
@@ -97,7 +98,7 @@ impl<'a> HostGuard<'a> {
     /// executor is driven).
     fn end(&mut self) {
         if let Some(token) = self.token.take() {
-            self.core.remote.remove_host(token);
+            self.core.intake.inbox.remove_host(token);
             if has_work(self.core) {
                 // Behind the panic boundary: this also runs while unwinding.
                 self.core.wake_hosts();
@@ -118,7 +119,7 @@ impl Drop for HostGuard<'_> {
 /// work: the cost of a wrong guess is one spurious host poll.
 fn has_work(core: &Core) -> bool {
     core.attention.get()
-        || core.remote.has_pending()
+        || core.intake.inbox.has_pending()
         || core
             .queues
             .try_borrow()
@@ -189,7 +190,7 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
         if turn == Turn::Idle {
             core.wake_if_drained();
         }
-        if turn == Turn::Idle && !core.attention.get() && !spin_for_wake(&main.woken, &core.remote)
+        if turn == Turn::Idle && !core.attention.get() && !spin_for_wake(&main.woken, &core.intake.inbox)
         {
             // Nothing runnable: sleep until a wake (0% CPU). A wake that
             // raced with the checks above left an unpark token, so `park`
@@ -234,7 +235,7 @@ const PARK_SPINS: u32 = 200;
 
 /// The bounded spin before parking: `true` as soon as the main future was
 /// woken or a foreign wake is pending.
-fn spin_for_wake(main_woken: &AtomicBool, remote: &super::core::Remote) -> bool {
+fn spin_for_wake(main_woken: &AtomicBool, remote: &Remote) -> bool {
     for _ in 0..PARK_SPINS {
         if main_woken.load(Ordering::Acquire) || remote.has_pending() {
             return true;
@@ -302,7 +303,7 @@ impl<F: Future> Future for RunUntil<'_, F> {
         let turn = crate::coop::in_turn(&core.task_budget, start, || core.run_turn(false));
         #[cfg(not(feature = "tokio"))]
         let turn = core.run_turn(false);
-        if turn == Turn::Busy || core.remote.has_pending() || core.attention.get() {
+        if turn == Turn::Busy || core.intake.inbox.has_pending() || core.attention.get() {
             // More to do after the host's turn (its I/O and timers).
             cx.waker().wake_by_ref();
         } else {
@@ -333,10 +334,7 @@ impl Future for Drained<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.core.tasks.borrow().len() == 0
-            && !self.core.remote.has_pending()
-            && self.core.backlog.waiting() == 0
-        {
+        if self.core.tasks.borrow().len() == 0 && self.core.intake.is_idle() {
             return Poll::Ready(());
         }
         let mut wakers = self.core.drained_wakers.borrow_mut();
@@ -359,10 +357,7 @@ impl Core {
     fn wake_if_drained(&self) {
         let wakers = match self.drained_wakers.try_borrow_mut() {
             Ok(mut wakers) if !wakers.is_empty() => {
-                if self.tasks.try_borrow().map_or(true, |t| t.len() > 0)
-                    || self.remote.has_pending()
-                    || self.backlog.waiting() != 0
-                {
+                if self.tasks.try_borrow().map_or(true, |t| t.len() > 0) || !self.intake.is_idle() {
                     return;
                 }
                 std::mem::take(&mut *wakers)

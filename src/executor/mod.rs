@@ -38,22 +38,15 @@
 //! goes through the task slab and raw-task API).
 
 pub(crate) mod accounting;
-pub(crate) mod backlog;
 pub(crate) mod batch;
-pub(crate) mod bounded;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod drive;
-pub(crate) mod eevdf;
-pub(crate) mod gate;
-pub(crate) mod inbox;
-pub(crate) mod launch;
 pub(crate) mod observe;
 pub(crate) mod placement;
 pub(crate) mod quarantine;
 pub(crate) mod queue_handle;
 pub(crate) mod queues;
-pub(crate) mod remote;
 pub(crate) mod run_loop;
 pub(crate) mod run_state;
 pub(crate) mod spawning;
@@ -66,11 +59,11 @@ use std::num::NonZeroUsize;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use self::bounded::BoundedRemoteSpawner;
+use crate::remote::bounded::BoundedRemoteSpawner;
 use self::core::Core;
 use self::drive::{Drained, RunUntil};
 use self::queue_handle::QueueHandle;
-use self::remote::RemoteSpawner;
+use crate::remote::spawner::RemoteSpawner;
 use self::spawning::Spawn;
 use self::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError, UnknownQueue};
@@ -207,7 +200,7 @@ impl<K: QueueKey> Executor<K> {
     /// A `Send + Sync` handle that spawns `Send` futures onto this
     /// executor's queues from any thread (see [`RemoteSpawner`]).
     pub fn remote_spawner(&self) -> RemoteSpawner<K> {
-        RemoteSpawner::new(self.spawner.core.remote.clone(), self.spawner.keys.clone())
+        RemoteSpawner::new(self.spawner.core.intake.inbox.clone(), self.spawner.keys.clone())
     }
 
     /// A [`RemoteSpawner`] with a capacity (see [`BoundedRemoteSpawner`]):

@@ -1,22 +1,18 @@
 #![forbid(unsafe_code)]
 //! Work at a poll boundary (between two polls of a run, or between runs):
-//! foreign wakes and ops from the inbox, the admission of remote spawns
-//! (`executor/backlog.rs`), aborts, the placement of queues
+//! remote work (foreign wakes, ops and the admission of remote spawns:
+//! `remote/intake.rs`), aborts, the placement of queues
 //! that became runnable (EEVDF R6) and the wake-up preemption decision
 //! (R9). It may end the run in progress (through the stop flag); it never
 //! polls.
 
-use super::backlog::{Ticket, WINDOW};
 use super::core::Core;
-use super::core::RemoteOp;
 use super::queues::Queues;
-use super::remote::RemoteSpawn;
-use crate::boundary;
 use crate::task::harness::cancel_idle;
 
 impl Core {
     /// Work at a poll boundary: foreign wakes, aborts, remote spawns the
-    /// windows admit (`executor/backlog.rs`), placement of queues that
+    /// windows admit (`remote/intake.rs`), placement of queues that
     /// became runnable, and the wake-up preemption decision (R9).
     /// `turn_start`: the first boundary of a driver turn, which takes the
     /// inbox's spawns whatever the backlog holds. Inlined where it is
@@ -25,90 +21,11 @@ impl Core {
     #[inline(always)]
     pub(crate) fn boundary(&self, turn_start: bool) {
         self.attention.set(false);
-        if self.remote.has_pending() {
-            // The inbox's ops wait while the remote backlog is long (they
-            // are taken at the next turn's start); its wakes never do.
-            let take_ops = turn_start || self.backlog.waiting() < WINDOW as usize;
-            if take_ops || self.remote.has_wakes() {
-                self.drain_inbox(take_ops);
-            }
-        }
-        if self.backlog.has_open() {
-            self.admit_remote();
-        }
+        self.intake.at_boundary(self, turn_start);
         if !self.aborts.borrow().is_empty() {
             self.drop_aborted();
         }
         self.place_activations(true);
-    }
-
-    /// Foreign wakes and ops from the inbox: the wakes always; the ops
-    /// (spawns, aborts, calls, in the order they came) with `take_ops`.
-    /// A spawn becomes a task at once when its queue's admission window
-    /// is open and nothing waits before it, else joins its queue's line
-    /// of the remote backlog (`executor/backlog.rs`).
-    #[cold]
-    #[inline(never)]
-    fn drain_inbox(&self, take_ops: bool) {
-        let (mut ids, mut ops) = self.inbox_batch.take();
-        self.remote
-            .drain_into(&mut ids, take_ops.then_some(&mut ops));
-        for id in ids.drain(..) {
-            self.tasks.borrow().clear_remote_notified(id);
-            self.wake_local(id);
-        }
-        for op in ops.drain(..) {
-            match op {
-                // The op may drop a future (aborted before it started), or
-                // a task's spawn may wake a host: user code.
-                // A task now, or into its queue's line of the backlog.
-                RemoteOp::Spawn(spawn) => self.take_remote(spawn),
-                RemoteOp::Abort(id) => self.abort(id),
-                RemoteOp::Call(call) => {
-                    self.panics.check(boundary::call(|| call(self)));
-                }
-            }
-        }
-        self.inbox_batch.set((ids, ops));
-    }
-
-    /// A spawn taken from the inbox: made a task at once if its queue's
-    /// window admits it with nothing waiting before it, else put at the
-    /// end of its queue's line of the remote backlog.
-    fn take_remote(&self, spawn: RemoteSpawn) {
-        let q = spawn.queue();
-        if self.backlog.admit_now(q) {
-            self.run_admitted(q, spawn);
-        } else {
-            self.backlog.push(q, spawn);
-        }
-    }
-
-    /// Makes tasks of the waiting spawns that the open windows admit. No
-    /// borrow of the backlog is held while a spawn runs.
-    #[cold]
-    #[inline(never)]
-    fn admit_remote(&self) {
-        while let Some((q, spawn)) = self.backlog.admit() {
-            self.run_admitted(q, spawn);
-        }
-    }
-
-    /// Runs an admitted spawn of queue `q` with the ticket of its place,
-    /// behind a boundary (it may drop a future aborted before it started,
-    /// or wake a host: user code).
-    fn run_admitted(&self, q: usize, spawn: RemoteSpawn) {
-        let ticket = Ticket::new(self.me.clone(), q);
-        self.panics
-            .check(boundary::call(|| spawn.run(self, ticket)));
-    }
-
-    /// A place in queue `q`'s window is free (`Ticket::drop`): if that
-    /// opens the window with spawns waiting, the next boundary admits them.
-    pub(crate) fn remote_polled(&self, q: usize) {
-        if self.backlog.polled(q) && !self.shutdown.get() {
-            self.attention.set(true);
-        }
     }
 
     /// Drops the aborted idle tasks.

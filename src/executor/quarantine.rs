@@ -13,7 +13,6 @@
 //! it is refused ([`SpawnError::Quarantined`]) and a remote one ends as
 //! its tasks did.
 
-use super::backlog::Ticket;
 use super::core::Core;
 use crate::boundary;
 use crate::error::SpawnError;
@@ -102,10 +101,7 @@ impl Core {
                 break;
             }
         }
-        for spawn in self.backlog.take_line(q) {
-            self.panics
-                .check(boundary::call(|| spawn.run(self, Ticket::none())));
-        }
+        self.intake.end_line(self, q);
     }
 
     /// Why queue `q` is quarantined, if it is.

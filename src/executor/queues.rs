@@ -8,7 +8,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::eevdf::{Eevdf, Entity};
+use crate::eevdf::{Eevdf, Entity};
 use crate::boundary::PanicSink;
 use crate::clock::duration_ns;
 use crate::queue::QueueSpec;

@@ -172,7 +172,7 @@ impl Core {
             }
             // Whatever needs boundary work (a placement, an abort, the
             // inbox) set `attention` or the inbox's flag.
-            if self.attention.get() || self.remote.has_pending() {
+            if self.attention.get() || self.intake.inbox.has_pending() {
                 self.boundary(false);
             }
         }
@@ -400,7 +400,7 @@ impl Core {
         if let Step::EndRun = self.after_poll(q, id, polled, mode, elapsed, done) {
             return Step::EndRun;
         }
-        if self.attention.get() || self.remote.has_pending() {
+        if self.attention.get() || self.intake.inbox.has_pending() {
             self.boundary(false);
         }
         if r.end.stop.get() {

@@ -13,11 +13,12 @@
 use std::future::Future;
 use std::rc::Rc;
 
-use super::core::{Core, Remote};
+use super::core::Core;
+use crate::remote::op::Remote;
 use crate::error::SpawnError;
 use crate::task::id::{GroupId, TaskKey};
 use crate::task::join::JoinHandle;
-use crate::task::slab::{OutputId, TaskSlab};
+use crate::task::slab::TaskSlab;
 
 /// A task to spawn: the queue it goes to (an index), its keyed group (a
 /// group of its own if `None`), its name (for stall reports) and its
@@ -88,34 +89,11 @@ impl Core {
         })
     }
 
-    /// Spawns `spawn` without a join handle (the remote path, on the
-    /// executor's thread): the caller attaches its remote delivery to the
-    /// returned output id.
-    pub(crate) fn spawn_detached<F>(
-        &self,
-        spawn: Spawn<F>,
-    ) -> Result<OutputId<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        let Spawn {
-            queue,
-            group,
-            name,
-            future,
-        } = spawn;
-        self.insert_and_queue(queue, group, name, |tasks, group| {
-            let (oid, group) = tasks.insert(future, queue, group);
-            (oid, oid.id(), group)
-        })
-    }
-
     /// Stores a new task with `insert` (which returns what the caller gets,
     /// the task's id and its group) and queues it on queue `q`; refused
     /// once the executor shut down, or onto a quarantined queue.
     #[inline(always)]
-    fn insert_and_queue<R>(
+    pub(super) fn insert_and_queue<R>(
         &self,
         q: usize,
         group: Option<u64>,

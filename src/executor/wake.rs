@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use super::context;
-use super::core::{Remote, RemoteOp};
-use super::inbox::InboxFlag;
+use crate::remote::inbox::InboxFlag;
+use crate::remote::op::{Remote, RemoteOp};
 use crate::task::raw::Header;
 use crate::task::schedule::Schedule;
 
@@ -27,7 +27,7 @@ impl Schedule for Remote {
     #[inline]
     fn wake(&self, header: &Header) {
         let local = context::with_current_ref(|core| match core {
-            Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), self) && core.driving.get() => {
+            Some(core) if std::ptr::eq(Arc::as_ptr(&core.intake.inbox), self) && core.driving.get() => {
                 core.wake_by_header(header);
                 true
             }
@@ -45,7 +45,7 @@ impl Schedule for Remote {
     fn abort(&self, header: &Header) {
         let id = header.key;
         let local = context::with_current_ref(|core| match core {
-            Some(core) if std::ptr::eq(Arc::as_ptr(&core.remote), self) => {
+            Some(core) if std::ptr::eq(Arc::as_ptr(&core.intake.inbox), self) => {
                 core.abort(id);
                 true
             }
@@ -111,7 +111,7 @@ mod loom_tests {
                 waker.wake_by_ref();
                 let abort = r2.push_op(RemoteOp::Abort(id)).is_err();
                 let tracked = Tracked;
-                let spawn = super::super::remote::spawn_op(async move {
+                let spawn = crate::remote::spawner::spawn_op(async move {
                     let _t = tracked;
                     panic!("a spawn op ran after shutdown");
                 });

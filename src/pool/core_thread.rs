@@ -20,7 +20,7 @@ use super::error::PoolBuildError;
 use super::options::{Host, MakeExecutor, Placement, MAX_CORES};
 use super::shutdown::CoreReport;
 use crate::boundary;
-use crate::executor::bounded::BoundedRemoteSpawner;
+use crate::remote::bounded::BoundedRemoteSpawner;
 use crate::executor::Executor;
 use crate::queue::QueueKey;
 use crate::stats::ExecutorStats;

@@ -97,10 +97,11 @@ use timer::Timer;
 
 use crate::boundary;
 use crate::error::TrySpawnError;
-use crate::executor::bounded::BoundedRemoteSpawner;
-use crate::executor::core::{Core, RemoteOp};
-use crate::executor::launch::Make;
-use crate::executor::remote::RemoteJoinHandle;
+use crate::remote::bounded::BoundedRemoteSpawner;
+use crate::remote::launch::Make;
+use crate::remote::op::RemoteOp;
+use crate::remote::spawner::RemoteJoinHandle;
+use crate::remote::target::Target;
 use crate::queue::QueueKey;
 use crate::stats::ExecutorStats;
 
@@ -516,14 +517,14 @@ where
     fn call<R, F>(&self, core: usize, f: F) -> impl Future<Output = Result<R, ControlError>> + Send
     where
         R: Send + 'static,
-        F: FnOnce(&Core) -> R + Send + 'static,
+        F: FnOnce(&dyn Target) -> R + Send + 'static,
     {
         let sent = self
             .entry(core)
             .map_err(ControlError::from)
             .and_then(|entry| {
                 let (tx, rx) = futures_channel::oneshot::channel();
-                let op = RemoteOp::Call(Box::new(move |c: &Core| {
+                let op = RemoteOp::Call(Box::new(move |c: &dyn Target| {
                     let _ = tx.send(f(c));
                 }));
                 entry
@@ -581,7 +582,7 @@ where
     pub async fn stats(&self) -> PoolStats {
         let mut cores = Vec::with_capacity(self.cores());
         for core in 0..self.cores() {
-            let s: Result<ExecutorStats, _> = self.call(core, Core::stats).await;
+            let s: Result<ExecutorStats, _> = self.call(core, |c| c.stats()).await;
             cores.push(s.ok());
         }
         PoolStats { cores }

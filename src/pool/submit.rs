@@ -18,9 +18,9 @@ use pin_project_lite::pin_project;
 
 use super::error::SubmitError;
 use super::timer::{Sleep, Timer};
-use crate::executor::bounded::Wait;
-use crate::executor::launch::{Launch, Make};
-use crate::executor::remote::RemoteJoinHandle;
+use crate::remote::bounded::Wait;
+use crate::remote::launch::{Launch, Make};
+use crate::remote::spawner::RemoteJoinHandle;
 
 /// One task counted in a core's load, from its submission until it ends
 /// (or is dropped unrun).

@@ -7,7 +7,7 @@
 //! that foreign wakes use, which unparks the executor): at a poll boundary
 //! the executor takes it into its queue's line of the remote backlog, and
 //! spawns the future when the queue's admission window is open
-//! (`executor/backlog.rs`: up to 64 of the queue's remote tasks waiting
+//! (`remote/backlog.rs`: up to 64 of the queue's remote tasks waiting
 //! for their first poll, again once half of them are polled). The task is
 //! then an ordinary task of its queue, but without a local join handle:
 //! when it ends, its result goes to the remote handle's slot. The op, the slot and the executor's
@@ -31,8 +31,8 @@
 //!   handle to `Cancelled`.
 //!
 //! It owns the remote handles and the slot; the task itself is created by
-//! the spawn path (`Core::spawn_detached`) and runs as any other. The
-//! bounded path (`executor/bounded.rs`) submits through [`submit`] too.
+//! the executor's spawn path (`Target::spawn_detached`) and runs as any other. The
+//! bounded path (`remote/bounded.rs`) submits through [`submit`] too.
 
 use std::fmt;
 use std::future::Future;
@@ -41,10 +41,9 @@ use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use super::backlog::{Admitted, Ticket};
-use super::core::Core;
-use super::core::{Remote, RemoteOp};
 use super::launch::Launch;
-use super::spawning::Spawn;
+use super::op::{Remote, RemoteOp};
+use super::target::Target;
 use crate::boundary;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
@@ -198,7 +197,7 @@ pub(crate) trait SpawnOp: Send + Sync {
     fn queue(&self) -> usize;
     /// Spawns the task on the executor's thread, at a poll boundary; its
     /// future holds `ticket` until its first poll.
-    fn run(self: Arc<Self>, core: &Core, ticket: Ticket);
+    fn run(self: Arc<Self>, target: &dyn Target, ticket: Ticket);
     /// Drops the future unpolled: the handle reads `Cancelled`.
     fn cancel(self: Arc<Self>);
 }
@@ -208,11 +207,11 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
         self.spawn.queue
     }
 
-    fn run(self: Arc<Self>, core: &Core, ticket: Ticket) {
+    fn run(self: Arc<Self>, target: &dyn Target, ticket: Ticket) {
         let Some(future) = take(&self.spawn.future) else {
             return;
         };
-        if core.shutdown.get() || self.aborted.load(Ordering::Acquire) {
+        if target.is_shut_down() || self.aborted.load(Ordering::Acquire) {
             drop(ticket);
             // Aborted before it started, or the executor shuts down: the
             // future is dropped unpolled, then the handle reads Cancelled
@@ -222,49 +221,60 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
             // panic of the first must not unwind through the second (a
             // panic while unwinding aborts the process).
             match boundary::drop_caught(future) {
-                Some(p) if core.shutdown.get() => {
+                Some(p) if target.is_shut_down() => {
                     let id = self.task_id();
                     self.complete(Err(JoinError::panic(id, p)));
                 }
                 Some(p) => {
-                    core.panics.report(p);
+                    target.report(p);
                     self.cancel_slot();
                 }
                 None => self.cancel_slot(),
             }
             return;
         }
-        if let Some(why) = core.quarantine_of(self.spawn.queue) {
+        if let Some(why) = target.quarantine_of(self.spawn.queue) {
             drop(ticket);
             // Its queue is quarantined: the future is dropped unpolled,
             // then the handle reads the quarantine's panic, each behind a
             // boundary of its own, as above.
             if let Some(p) = boundary::drop_caught(future) {
-                core.panics.report(p);
+                target.report(p);
             }
             let payload: boundary::Payload = Box::new(why.task_payload());
             let id = self.task_id();
             self.complete(Err(JoinError::panic(id, payload)));
             return;
         }
-        let spawn = Spawn {
-            queue: self.spawn.queue,
-            group: self.spawn.group,
-            name: None,
-            future: Admitted::new(future.launch(), ticket),
-        };
-        let Ok(oid) = core.spawn_detached(spawn) else {
-            self.cancel_slot();
-            return;
-        };
-        let id = oid.id();
-        let task = core.tasks.borrow().get(id).map(|e| e.task_id());
-        let aborted = self.started(id, task);
-        core.tasks.borrow_mut().set_deliver(oid, self);
-        if aborted {
+        let (queue, group) = (self.spawn.queue, self.spawn.group);
+        let mut future = Some(Admitted::new(future.launch(), ticket));
+        let mut delivery = Some(self);
+        let mut aborted = false;
+        // Stores the task, then publishes its key and id to the slot and
+        // attaches the slot as the task's delivery.
+        let spawned = target.spawn_detached(queue, group, &mut |tasks, group| {
+            let future = future.take().expect("a spawn stores its task once");
+            let (oid, group) = tasks.insert(future, queue, group);
+            let id = oid.id();
+            let task = tasks.get(id).map(|e| e.task_id());
+            let slot = delivery.take().expect("a spawn stores its task once");
+            aborted = slot.started(id, task);
+            tasks.set_deliver(oid, slot);
+            (id, group)
+        });
+        match spawned {
             // `abort()` came after the check above but before the id was
             // known: the task is dropped unpolled at this boundary.
-            core.abort(id);
+            Ok(id) if aborted => target.abort(id),
+            Ok(_) => {}
+            // Refused before it was stored: the future is dropped unpolled
+            // and the handle reads Cancelled.
+            Err(_) => {
+                drop(future);
+                if let Some(slot) = delivery {
+                    slot.cancel_slot();
+                }
+            }
         }
     }
 
@@ -294,9 +304,9 @@ impl RemoteSpawn {
 
     /// Runs the spawn on the executor's thread; the task's future holds
     /// `ticket` until its first poll.
-    pub(crate) fn run(mut self, core: &Core, ticket: Ticket) {
+    pub(crate) fn run(mut self, target: &dyn Target, ticket: Ticket) {
         if let Some(op) = self.0.take() {
-            op.run(core, ticket);
+            op.run(target, ticket);
         }
     }
 

@@ -11,11 +11,11 @@
 //! bounds spawn-to-first-poll: a remote task waits behind at most
 //! `capacity - 1` others of the spawner, wherever they are (in the inbox,
 //! the executor's remote backlog, or already in a run queue). The
-//! executor's admission window (`executor/backlog.rs`) bounds only how
+//! executor's admission window (`remote/backlog.rs`) bounds only how
 //! many of them are tasks at once: without the gate a flood still waits,
 //! unbounded, in the inbox and the backlog.
 //!
-//! The capacity is a semaphore (`executor/gate.rs`). The executor's
+//! The capacity is a semaphore (`remote/gate.rs`). The executor's
 //! shutdown drops every task that holds a permit, so the room frees up,
 //! each waiting sender is woken in turn, sees the shutdown and returns
 //! [`SpawnError::Shutdown`].
@@ -27,10 +27,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::core::Remote;
 use super::gate::{Acquire, Gate, Permit, Permitted};
 use super::launch::Launch;
-use super::remote::{self, RemoteJoinHandle, RemoteSpawner};
+use super::op::Remote;
+use super::spawner::{self, RemoteJoinHandle, RemoteSpawner};
 use crate::error::{SpawnError, TrySpawnError, UnknownQueue};
 use crate::queue::QueueKey;
 
@@ -270,7 +270,7 @@ fn submit<L: Launch>(
         launch,
         permit: Permit(gate.clone()),
     };
-    remote::submit(remote, q, group, with).map_err(|w| {
+    spawner::submit(remote, q, group, with).map_err(|w| {
         let WithPermit { launch, permit } = w;
         drop(permit);
         launch

@@ -29,7 +29,7 @@
 //!
 //! [`Ticket`] is a remote task's place in its queue's window, held by its
 //! future ([`Admitted`]) until the first poll. The boundary work that
-//! takes spawns from the inbox and admits them is `executor/placement.rs`'s.
+//! takes spawns from the inbox and admits them is `remote/intake.rs`'s.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -40,8 +40,8 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::core::Core;
-use super::remote::RemoteSpawn;
+use super::spawner::RemoteSpawn;
+use super::target::Target;
 
 /// Remote tasks of one queue that may wait for their first poll at once.
 pub(crate) const WINDOW: u32 = 64;
@@ -197,20 +197,23 @@ impl Backlog {
 /// it is dropped (at the task's first poll, or with the task unpolled).
 /// A ticket of no executor ([`Ticket::none`]) gives back nothing.
 pub(crate) struct Ticket {
-    core: Weak<Core>,
+    target: Option<Weak<dyn Target>>,
     queue: usize,
 }
 
 impl Ticket {
     /// The place an admitted spawn of queue `queue` took.
-    pub(crate) fn new(core: Weak<Core>, queue: usize) -> Self {
-        Self { core, queue }
+    pub(crate) fn new(target: Weak<dyn Target>, queue: usize) -> Self {
+        Self {
+            target: Some(target),
+            queue,
+        }
     }
 
     /// A ticket for a spawn that was never admitted (run at shutdown).
     pub(crate) fn none() -> Self {
         Self {
-            core: Weak::new(),
+            target: None,
             queue: 0,
         }
     }
@@ -219,8 +222,8 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         // No executor left (dropped with it): nothing to give back to.
-        if let Some(core) = self.core.upgrade() {
-            core.remote_polled(self.queue);
+        if let Some(target) = self.target.as_ref().and_then(Weak::upgrade) {
+            target.window_freed(self.queue);
         }
     }
 }

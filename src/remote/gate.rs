@@ -24,7 +24,6 @@ use std::task::{Context, Poll, Waker};
 
 use pin_project_lite::pin_project;
 
-use super::context;
 use crate::boundary;
 use crate::sync::{AtomicUsize, Mutex, MutexGuard};
 use std::sync::atomic::Ordering;
@@ -317,14 +316,7 @@ fn wake_quietly_with(f: impl FnOnce()) {
     let Err(p) = boundary::call(f) else {
         return;
     };
-    let p = context::with_current_ref(|core| match core {
-        Some(core) => {
-            core.panics.report(p);
-            None
-        }
-        None => Some(p),
-    });
-    if let Some(p) = p {
+    if let Some(p) = boundary::report_here(p) {
         if std::thread::panicking() {
             boundary::drop_payload(p);
         } else {

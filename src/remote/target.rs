@@ -1,0 +1,54 @@
+#![forbid(unsafe_code)]
+//! [`Target`]: the executor as the intake sees it, the one interface
+//! through which remote work reaches the executor's state. The executor
+//! (`executor/core.rs`) implements it; nothing in `remote/` knows the
+//! executor's types.
+
+use std::rc::Weak;
+
+use super::op::Remote;
+use crate::boundary::Payload;
+use crate::error::{SharesError, SpawnError};
+use crate::sched::Quarantine;
+use crate::stats::ExecutorStats;
+use crate::task::id::{GroupId, TaskKey};
+use crate::task::slab::TaskSlab;
+
+/// Stores a new task in the slab: given the slab and the task's keyed
+/// group (if any), returns the task's key and group.
+pub(crate) type Insert<'a> =
+    &'a mut dyn FnMut(&mut TaskSlab<Remote>, Option<GroupId>) -> (TaskKey, GroupId);
+
+/// What remote work asks of the executor, on the executor's thread, at a
+/// poll boundary (or at its shutdown).
+pub(crate) trait Target {
+    /// A wake from another thread, taken from the inbox.
+    fn wake_foreign(&self, key: TaskKey);
+    /// An abort from another thread (or of a task whose abort came before
+    /// its spawn).
+    fn abort(&self, key: TaskKey);
+    /// A panic of user code run for remote work: to the panic sink.
+    fn report(&self, payload: Payload);
+    /// Whether the executor shut down (a spawn run now drops its future).
+    fn is_shut_down(&self) -> bool;
+    /// Why queue `q` is quarantined, if it is.
+    fn quarantine_of(&self, q: usize) -> Option<Quarantine>;
+    /// Spawns a task without a join handle on queue `q` (in keyed group
+    /// `group`, if any): `insert` stores it; queued as any spawn.
+    fn spawn_detached(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        insert: Insert<'_>,
+    ) -> Result<TaskKey, SpawnError>;
+    /// An admitted remote task of queue `q` was polled or dropped unpolled
+    /// (its [`Ticket`](super::backlog::Ticket) dropped).
+    fn window_freed(&self, q: usize);
+    /// The executor, for what outlives a boundary (a remote task's
+    /// admission ticket).
+    fn weak(&self) -> Weak<dyn Target>;
+    /// `Executor::set_shares` (the pool's control).
+    fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError>;
+    /// `Executor::stats` (the pool's control).
+    fn stats(&self) -> ExecutorStats;
+}
