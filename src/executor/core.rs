@@ -24,6 +24,7 @@ use crate::error::{SharesError, SpawnError};
 use crate::remote::intake::Intake;
 use crate::remote::op::Remote;
 use crate::remote::target::{Insert, Target};
+use crate::remote::ticket::Window;
 use crate::sched::Quarantine;
 use crate::stats::StallReport;
 use crate::stats::{ExecutorStats, QueueStats};
@@ -441,7 +442,7 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, intake: &Intake) -> QueueStat
 }
 
 /// The executor as remote work sees it (`remote/target.rs`).
-impl Target for Core {
+impl Target<Remote> for Core {
     fn wake_foreign(&self, key: TaskKey) {
         self.tasks.borrow().clear_remote_notified(key);
         self.wake_local(key);
@@ -467,7 +468,7 @@ impl Target for Core {
         &self,
         q: usize,
         group: Option<u64>,
-        insert: Insert<'_>,
+        insert: Insert<'_, Remote>,
     ) -> Result<TaskKey, SpawnError> {
         self.insert_and_queue(q, group, None, |tasks, group| {
             let (id, group) = insert(tasks, group);
@@ -475,13 +476,7 @@ impl Target for Core {
         })
     }
 
-    fn window_freed(&self, q: usize) {
-        if self.intake.window_freed(q) && !self.shutdown.get() {
-            self.attention.set(true);
-        }
-    }
-
-    fn weak(&self) -> Weak<dyn Target> {
+    fn window(&self) -> Weak<dyn Window> {
         self.me.clone()
     }
 
@@ -491,6 +486,16 @@ impl Target for Core {
 
     fn stats(&self) -> ExecutorStats {
         Core::stats(self)
+    }
+}
+
+/// A remote task's ticket gives its place in the admission window back
+/// (`remote/ticket.rs`).
+impl Window for Core {
+    fn freed(&self, q: usize) {
+        if self.intake.window_freed(q) && !self.shutdown.get() {
+            self.attention.set(true);
+        }
     }
 }
 

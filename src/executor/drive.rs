@@ -27,10 +27,10 @@ use pin_project_lite::pin_project;
 
 use super::context;
 use super::core::{bump, Core};
-use crate::remote::inbox::HostToken;
-use crate::remote::op::Remote;
 use super::run_loop::Turn;
 use crate::boundary::drop_payload;
+use crate::remote::inbox::HostToken;
+use crate::remote::op::Remote;
 use crate::task::current::{self, SavedMarker};
 use crate::task::join_error::{no_reactor_explanation, Panicker};
 
@@ -190,7 +190,9 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
         if turn == Turn::Idle {
             core.wake_if_drained();
         }
-        if turn == Turn::Idle && !core.attention.get() && !spin_for_wake(&main.woken, &core.intake.inbox)
+        if turn == Turn::Idle
+            && !core.attention.get()
+            && !spin_for_wake(&main.woken, &core.intake.inbox)
         {
             // Nothing runnable: sleep until a wake (0% CPU). A wake that
             // raced with the checks above left an unpark token, so `park`

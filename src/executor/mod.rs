@@ -59,15 +59,15 @@ use std::num::NonZeroUsize;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::remote::bounded::BoundedRemoteSpawner;
 use self::core::Core;
 use self::drive::{Drained, RunUntil};
 use self::queue_handle::QueueHandle;
-use crate::remote::spawner::RemoteSpawner;
 use self::spawning::Spawn;
 use self::task_builder::TaskBuilder;
 use crate::error::{SharesError, SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
+use crate::remote::bounded::BoundedRemoteSpawner;
+use crate::remote::spawner::RemoteSpawner;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::join::JoinHandle;
 
@@ -200,7 +200,10 @@ impl<K: QueueKey> Executor<K> {
     /// A `Send + Sync` handle that spawns `Send` futures onto this
     /// executor's queues from any thread (see [`RemoteSpawner`]).
     pub fn remote_spawner(&self) -> RemoteSpawner<K> {
-        RemoteSpawner::new(self.spawner.core.intake.inbox.clone(), self.spawner.keys.clone())
+        RemoteSpawner::new(
+            self.spawner.core.intake.inbox.clone(),
+            self.spawner.keys.clone(),
+        )
     }
 
     /// A [`RemoteSpawner`] with a capacity (see [`BoundedRemoteSpawner`]):

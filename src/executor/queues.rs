@@ -8,9 +8,9 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::eevdf::{Eevdf, Entity};
 use crate::boundary::PanicSink;
 use crate::clock::duration_ns;
+use crate::eevdf::{Eevdf, Entity};
 use crate::queue::QueueSpec;
 use crate::sched::{Quarantine, QueueScheduler};
 use crate::stats::QueueCounters;

@@ -14,8 +14,8 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use crate::remote::op::Remote;
 use crate::error::SpawnError;
+use crate::remote::op::Remote;
 use crate::task::id::{GroupId, TaskKey};
 use crate::task::join::JoinHandle;
 use crate::task::slab::TaskSlab;

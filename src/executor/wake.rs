@@ -27,7 +27,9 @@ impl Schedule for Remote {
     #[inline]
     fn wake(&self, header: &Header) {
         let local = context::with_current_ref(|core| match core {
-            Some(core) if std::ptr::eq(Arc::as_ptr(&core.intake.inbox), self) && core.driving.get() => {
+            Some(core)
+                if std::ptr::eq(Arc::as_ptr(&core.intake.inbox), self) && core.driving.get() =>
+            {
                 core.wake_by_header(header);
                 true
             }

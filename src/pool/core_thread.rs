@@ -20,9 +20,9 @@ use super::error::PoolBuildError;
 use super::options::{Host, MakeExecutor, Placement, MAX_CORES};
 use super::shutdown::CoreReport;
 use crate::boundary;
-use crate::remote::bounded::BoundedRemoteSpawner;
 use crate::executor::Executor;
 use crate::queue::QueueKey;
+use crate::remote::bounded::BoundedRemoteSpawner;
 use crate::stats::ExecutorStats;
 
 thread_local! {

@@ -97,12 +97,11 @@ use timer::Timer;
 
 use crate::boundary;
 use crate::error::TrySpawnError;
+use crate::queue::QueueKey;
 use crate::remote::bounded::BoundedRemoteSpawner;
 use crate::remote::launch::Make;
-use crate::remote::op::RemoteOp;
+use crate::remote::op::{Executor, RemoteOp};
 use crate::remote::spawner::RemoteJoinHandle;
-use crate::remote::target::Target;
-use crate::queue::QueueKey;
 use crate::stats::ExecutorStats;
 
 /// The owner of a pool of executors, one per core: see the
@@ -517,14 +516,14 @@ where
     fn call<R, F>(&self, core: usize, f: F) -> impl Future<Output = Result<R, ControlError>> + Send
     where
         R: Send + 'static,
-        F: FnOnce(&dyn Target) -> R + Send + 'static,
+        F: FnOnce(&Executor) -> R + Send + 'static,
     {
         let sent = self
             .entry(core)
             .map_err(ControlError::from)
             .and_then(|entry| {
                 let (tx, rx) = futures_channel::oneshot::channel();
-                let op = RemoteOp::Call(Box::new(move |c: &dyn Target| {
+                let op = RemoteOp::Call(Box::new(move |c: &Executor| {
                     let _ = tx.send(f(c));
                 }));
                 entry

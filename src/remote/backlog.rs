@@ -27,21 +27,14 @@
 //! spawn still waits at most a turn before it joins its queue's line.
 //! Foreign wakes are taken at every boundary, as always.
 //!
-//! [`Ticket`] is a remote task's place in its queue's window, held by its
-//! future ([`Admitted`]) until the first poll. The boundary work that
+//! A remote task's place in its queue's window is a `Ticket`
+//! (`remote/ticket.rs`), held by its future until the first poll. The boundary work that
 //! takes spawns from the inbox and admits them is `remote/intake.rs`'s.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Weak;
-use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
-
-use super::spawner::RemoteSpawn;
-use super::target::Target;
+use super::op::RemoteSpawn;
 
 /// Remote tasks of one queue that may wait for their first poll at once.
 pub(crate) const WINDOW: u32 = 64;
@@ -190,71 +183,6 @@ impl Backlog {
             self.open.borrow_mut().push(q);
         }
         can
-    }
-}
-
-/// A remote task's place in its queue's admission window: given back when
-/// it is dropped (at the task's first poll, or with the task unpolled).
-/// A ticket of no executor ([`Ticket::none`]) gives back nothing.
-pub(crate) struct Ticket {
-    target: Option<Weak<dyn Target>>,
-    queue: usize,
-}
-
-impl Ticket {
-    /// The place an admitted spawn of queue `queue` took.
-    pub(crate) fn new(target: Weak<dyn Target>, queue: usize) -> Self {
-        Self {
-            target: Some(target),
-            queue,
-        }
-    }
-
-    /// A ticket for a spawn that was never admitted (run at shutdown).
-    pub(crate) fn none() -> Self {
-        Self {
-            target: None,
-            queue: 0,
-        }
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        // No executor left (dropped with it): nothing to give back to.
-        if let Some(target) = self.target.as_ref().and_then(Weak::upgrade) {
-            target.window_freed(self.queue);
-        }
-    }
-}
-
-pin_project! {
-    /// The future of an admitted remote task: gives its [`Ticket`] back at
-    /// its first poll, then is the task's own future.
-    pub(crate) struct Admitted<F> {
-        #[pin]
-        future: F,
-        ticket: Option<Ticket>,
-    }
-}
-
-impl<F> Admitted<F> {
-    pub(crate) fn new(future: F, ticket: Ticket) -> Self {
-        Self {
-            future,
-            ticket: Some(ticket),
-        }
-    }
-}
-
-impl<F: Future> Future for Admitted<F> {
-    type Output = F::Output;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        drop(this.ticket.take());
-        this.future.poll(cx)
     }
 }
 

@@ -23,7 +23,8 @@
 //! `submit`) → `inbox.rs` (`Inbox::push_op`) → `intake.rs`
 //! (`Intake::at_boundary`, on the executor's thread) → `backlog.rs` (the
 //! window, the line, the `Ticket`) → `spawner.rs` (`SpawnOp::run`) →
-//! `Target::spawn_detached`.
+//! `Target::spawn_detached`; at the task's first poll its `Ticket`
+//! (`ticket.rs`) gives its place in the window back.
 
 pub(crate) mod backlog;
 pub(crate) mod bounded;
@@ -34,6 +35,7 @@ pub(crate) mod launch;
 pub(crate) mod op;
 pub(crate) mod spawner;
 pub(crate) mod target;
+pub(crate) mod ticket;
 
 pub use self::bounded::{BoundedRemoteSpawner, SpawnWait};
 pub use self::spawner::{RemoteJoinHandle, RemoteSpawner};

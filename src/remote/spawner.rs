@@ -40,10 +40,9 @@ use std::pin::Pin;
 use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use super::backlog::{Admitted, Ticket};
 use super::launch::Launch;
-use super::op::{Remote, RemoteOp};
-use super::target::Target;
+use super::op::{Executor, Remote, RemoteOp, RemoteSpawn, SpawnOp};
+use super::ticket::{Admitted, Ticket};
 use crate::boundary;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
@@ -191,23 +190,12 @@ where
     }
 }
 
-/// A remote spawn as the executor runs it (type-erased [`Shared`]).
-pub(crate) trait SpawnOp: Send + Sync {
-    /// The queue the task is for.
-    fn queue(&self) -> usize;
-    /// Spawns the task on the executor's thread, at a poll boundary; its
-    /// future holds `ticket` until its first poll.
-    fn run(self: Arc<Self>, target: &dyn Target, ticket: Ticket);
-    /// Drops the future unpolled: the handle reads `Cancelled`.
-    fn cancel(self: Arc<Self>);
-}
-
 impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
     fn queue(&self) -> usize {
         self.spawn.queue
     }
 
-    fn run(self: Arc<Self>, target: &dyn Target, ticket: Ticket) {
+    fn run(self: Arc<Self>, target: &Executor, ticket: Ticket) {
         let Some(future) = take(&self.spawn.future) else {
             return;
         };
@@ -289,40 +277,6 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
 /// Takes the launch out of a [`Pending`], once.
 fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
     future.lock().unwrap_or_else(PoisonError::into_inner).take()
-}
-
-/// A spawn op in the inbox. Dropped without running (refused at
-/// submission, or left in the inbox of an executor that closed without
-/// running it), it drops its future and its handle reads `Cancelled`.
-pub(crate) struct RemoteSpawn(Option<Arc<dyn SpawnOp>>);
-
-impl RemoteSpawn {
-    /// The queue the task is for.
-    pub(crate) fn queue(&self) -> usize {
-        self.0.as_ref().map_or(0, |op| op.queue())
-    }
-
-    /// Runs the spawn on the executor's thread; the task's future holds
-    /// `ticket` until its first poll.
-    pub(crate) fn run(mut self, target: &dyn Target, ticket: Ticket) {
-        if let Some(op) = self.0.take() {
-            op.run(target, ticket);
-        }
-    }
-
-    /// A spawn op of no task (the backlog's tests).
-    #[cfg(test)]
-    pub(crate) fn empty() -> Self {
-        Self(None)
-    }
-}
-
-impl Drop for RemoteSpawn {
-    fn drop(&mut self) {
-        if let Some(op) = self.0.take() {
-            op.cancel();
-        }
-    }
 }
 
 /// A `Send + Sync` handle that spawns `Send` futures onto an executor's
@@ -428,7 +382,7 @@ pub(crate) fn submit<L: Launch>(
         future: Mutex::new(Some(launch)),
     }));
     let slot: Arc<Slot<L::Output>> = shared.clone();
-    let op = RemoteOp::Spawn(RemoteSpawn(Some(shared.clone())));
+    let op = RemoteOp::Spawn(RemoteSpawn::new(shared.clone()));
     match remote.push_op(op) {
         Ok(()) => Ok(RemoteJoinHandle {
             slot,
@@ -530,11 +484,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    RemoteOp::Spawn(RemoteSpawn(Some(Arc::new(Shared::new(Pending {
+    RemoteOp::Spawn(RemoteSpawn::new(Arc::new(Shared::new(Pending {
         queue: 0,
         group: None,
         future: Mutex::new(Some(future)),
-    })))))
+    }))))
 }
 
 /// Model checks of the remote slot (run with

@@ -6,22 +6,26 @@
 
 use std::rc::Weak;
 
-use super::op::Remote;
+use super::ticket::Window;
 use crate::boundary::Payload;
 use crate::error::{SharesError, SpawnError};
 use crate::sched::Quarantine;
 use crate::stats::ExecutorStats;
 use crate::task::id::{GroupId, TaskKey};
+use crate::task::schedule::Schedule;
 use crate::task::slab::TaskSlab;
 
-/// Stores a new task in the slab: given the slab and the task's keyed
-/// group (if any), returns the task's key and group.
-pub(crate) type Insert<'a> =
-    &'a mut dyn FnMut(&mut TaskSlab<Remote>, Option<GroupId>) -> (TaskKey, GroupId);
+/// Stores a new task in the slab (of tasks whose sink is `S`): given the
+/// slab and the task's keyed group (if any), returns the task's key and
+/// group.
+pub(crate) type Insert<'a, S> =
+    &'a mut dyn FnMut(&mut TaskSlab<S>, Option<GroupId>) -> (TaskKey, GroupId);
 
 /// What remote work asks of the executor, on the executor's thread, at a
-/// poll boundary (or at its shutdown).
-pub(crate) trait Target {
+/// poll boundary (or at its shutdown). `S` is the sink of the executor's
+/// tasks (its inbox, `remote/op.rs`'s `Remote`). A ticket's place goes
+/// back through the supertrait [`Window`].
+pub(crate) trait Target<S: Schedule>: Window {
     /// A wake from another thread, taken from the inbox.
     fn wake_foreign(&self, key: TaskKey);
     /// An abort from another thread (or of a task whose abort came before
@@ -39,14 +43,11 @@ pub(crate) trait Target {
         &self,
         q: usize,
         group: Option<u64>,
-        insert: Insert<'_>,
+        insert: Insert<'_, S>,
     ) -> Result<TaskKey, SpawnError>;
-    /// An admitted remote task of queue `q` was polled or dropped unpolled
-    /// (its [`Ticket`](super::backlog::Ticket) dropped).
-    fn window_freed(&self, q: usize);
-    /// The executor, for what outlives a boundary (a remote task's
-    /// admission ticket).
-    fn weak(&self) -> Weak<dyn Target>;
+    /// The executor's window, for what outlives a boundary (a remote
+    /// task's admission ticket).
+    fn window(&self) -> Weak<dyn Window>;
     /// `Executor::set_shares` (the pool's control).
     fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError>;
     /// `Executor::stats` (the pool's control).
