@@ -1,6 +1,15 @@
 #![doc = include_str!("lib.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Every `unsafe fn` and every field of the task vtable has a `# Safety`
+// section, and every `unsafe` block of the task core (src/task/) a
+// `SAFETY:` comment that names the invariant it relies on: I1 to I6 in
+// src/task/raw/mod.rs, S1 to S3 in src/task/slab.rs, C1 and C2 in
+// src/task/cache.rs, P1 in src/task/current.rs. `missing_safety_doc`
+// checks public `unsafe fn`s only (this crate's are all crate-private).
+// `multiple_unsafe_ops_per_block` stays off: a few blocks of the task cell
+// and the waker make two or more unsafe operations under one justification.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![warn(clippy::missing_safety_doc)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod boundary;

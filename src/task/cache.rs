@@ -25,6 +25,20 @@
 //! * A cell freed on another thread (its last waker dropped there) goes to
 //!   that thread's cache (or to the global allocator while that thread is
 //!   exiting).
+//!
+//! The cache's invariants, named for the `# Safety` sections and `SAFETY:`
+//! comments that cite them:
+//!
+//! * **C1 (class layout).** A cell of a cacheable layout is always
+//!   allocated with its class's layout (`class_layout`: the class's size,
+//!   alignment 16), from the cache or from the global allocator; a cell of
+//!   any other layout is allocated by the global allocator with its own
+//!   layout. So a block is freed to the global allocator with the layout
+//!   its class (or its own layout) gives, and any block of a class may be
+//!   kept in any thread's cache.
+//! * **C2 (free list).** A block on a free list is owned by its cache alone
+//!   (nothing else refers to it), is at least 8 bytes and 16-aligned, and
+//!   its first word is the link `push` wrote.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::RefCell;
@@ -71,19 +85,26 @@ struct FreeBlock {
 impl CellCache {
     fn pop(&mut self, class: usize) -> Option<NonNull<u8>> {
         let block = self.heads[class]?;
-        // SAFETY: a block on a free list is owned by the cache, at least 8
-        // bytes and 16-aligned, and its first word was written by `push`.
+        // SAFETY: C2 (free list): a block on a free list is the cache's
+        // alone, at least 8 bytes and 16-aligned, and its first word is the
+        // link `push` wrote, so it reads as a `FreeBlock`.
         self.heads[class] = unsafe { block.as_ptr().read().next };
         self.bytes -= class_size(class);
         Some(block.cast())
     }
 
+    /// Puts the free block `ptr` on `class`'s free list.
+    ///
     /// # Safety
-    /// `ptr` is a free block of `class`'s layout, owned by the caller.
+    /// `ptr` is a block of `class`'s layout (C1: the layout every cacheable
+    /// cell of that class is allocated with), its contents dropped, owned
+    /// by the caller, who gives it to the cache: nothing refers to it after
+    /// the call, so that C2 (free list) holds for it.
     unsafe fn push(&mut self, class: usize, ptr: NonNull<u8>) {
         let block = ptr.cast::<FreeBlock>();
-        // SAFETY: the block is at least 8 bytes, 16-aligned and ours (the
-        // contract), so a `FreeBlock` (one word) fits at its start.
+        // SAFETY: the block has `class`'s layout (this function's `# Safety`,
+        // C1): at least 8 bytes and 16-aligned, so a `FreeBlock` (one word)
+        // fits at its start; it is ours to write (the caller gave it up).
         unsafe {
             block.as_ptr().write(FreeBlock {
                 next: self.heads[class],
@@ -106,8 +127,10 @@ impl CellCache {
         for class in 0..CLASSES {
             let layout = class_layout(class);
             while let Some(p) = self.pop(class) {
-                // SAFETY: every cached block was allocated with its class's
-                // layout by the global allocator and is owned by the cache.
+                // SAFETY: C1 (class layout): a cached block of `class` was
+                // allocated by the global allocator with `class_layout(class)`;
+                // C2 (free list): `pop` took it off the list, so the cache
+                // owned it alone and nothing refers to it.
                 unsafe { dealloc(p.as_ptr(), layout) };
             }
         }
@@ -184,20 +207,25 @@ pub fn trim_cell_cache() -> usize {
 
 fn global_alloc(layout: Layout) -> NonNull<u8> {
     debug_assert!(layout.size() > 0);
-    // SAFETY: `layout` has a non-zero size (a task cell has a header).
+    // SAFETY: `alloc` asks for a non-zero size: `layout` is a task cell's
+    // (its header first, I5, cell type, in `task/raw/mod.rs`) or its
+    // class's (at least 8 bytes, C1).
     NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout))
 }
 
 /// Frees a cell's memory, keeping it in this thread's cache when it fits.
 ///
 /// # Safety
-/// `ptr` came from [`allocate`] with the same `layout`, its contents were
-/// dropped, and it is not used afterwards.
+/// `ptr` came from [`allocate`] with the same `layout` (so that C1, class
+/// layout, tells the layout it was allocated with), its contents were
+/// dropped, and neither the caller nor anyone else uses it afterwards (the
+/// cache may then own it, C2).
 #[inline]
 pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
     let Some(class) = class_of(layout) else {
-        // SAFETY: an uncached layout was allocated by the global allocator
-        // with this very layout (`allocate`).
+        // SAFETY: C1 (class layout): a cell of an uncacheable layout was
+        // allocated by the global allocator with its own layout, `layout`
+        // (this function's `# Safety`: the same as `allocate`'s).
         unsafe { dealloc(ptr.as_ptr(), layout) };
         return;
     };
@@ -210,16 +238,17 @@ pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
             if c.bytes + size > MAX_CACHED_BYTES {
                 return false;
             }
-            // SAFETY: `ptr` has its class's layout (every cacheable cell
-            // is allocated so) and is ours to free (this function's
-            // contract).
+            // SAFETY: `ptr` has its class's layout (C1, class layout: every
+            // cacheable cell is allocated so), its contents were dropped and
+            // nobody uses it afterwards (this function's `# Safety`).
             unsafe { c.push(class, ptr) };
             true
         })
         .unwrap_or(false);
     if !kept {
-        // SAFETY: a cacheable cell is always allocated with its class's
-        // layout (from the cache or the global allocator).
+        // SAFETY: C1 (class layout): a cacheable cell is always allocated
+        // with its class's layout (from the cache or the global allocator);
+        // nobody uses it afterwards (this function's `# Safety`).
         unsafe { dealloc(ptr.as_ptr(), class_layout(class)) };
     }
 }
@@ -252,15 +281,22 @@ mod tests {
     fn a_freed_cell_is_reused_by_the_next_of_its_class() {
         let layout = Layout::from_size_align(88, 8).unwrap();
         let a = allocate(layout);
-        // SAFETY: `a` came from `allocate(layout)` and holds nothing.
+        // SAFETY: `release`'s `# Safety`: `a` came from `allocate(layout)`
+        // (so C1 tells how it was allocated), holds nothing and is not used
+        // after this.
         unsafe { release(a, layout) };
         let b = allocate(Layout::from_size_align(88, 16).unwrap());
         assert_eq!(a, b, "same class (88 bytes): the cached block comes back");
-        // SAFETY: as above, with the layout `b` was allocated with.
+        // SAFETY: `release`'s `# Safety`: `b` came from `allocate` with this
+        // layout (88 bytes, alignment 16: C1 tells how it was allocated),
+        // holds nothing and is not used after this (the comparison above
+        // only read its address).
         unsafe { release(b, Layout::from_size_align(88, 16).unwrap()) };
         let big = Layout::from_size_align(4096, 8).unwrap();
         let c = allocate(big);
-        // SAFETY: as above.
+        // SAFETY: `release`'s `# Safety`: `c` came from `allocate(big)`
+        // (an uncacheable layout, C1), holds nothing and is not used after
+        // this.
         unsafe { release(c, big) };
     }
 }

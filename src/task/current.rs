@@ -6,6 +6,17 @@
 //! `run_until_stalled`) and each run save, clear and restore the marker of
 //! an enclosing poll (an executor driven inside another executor's task),
 //! so a driver's main future, which is no task, sees no task.
+//!
+//! The `unsafe` here reads the header of the task being polled, under one
+//! invariant:
+//!
+//! * **P1 (poll marker).** `POLLING` is not null only between [`enter`]
+//!   and [`leave`] of one poll on this thread (a nested driver and a nested
+//!   run clear it and restore it after, [`save_marker`]), and [`enter`]
+//!   stores the header of a `RawTask` the harness is polling: its RUNNING
+//!   bit keeps the slab's reference (S1, RUNNING lock, in `task/slab.rs`),
+//!   so the cell is alive (I1, liveness, in `task/raw/mod.rs`) while this
+//!   thread is inside that poll.
 
 use std::cell::Cell;
 
@@ -99,8 +110,11 @@ fn on_owner_thread(header: &Header) -> bool {
     if std::ptr::eq(polling, (header as *const Header).cast()) {
         return true;
     }
-    // SAFETY: as in `task_id`: a non-null `POLLING` is the header of a
-    // task this thread is polling, alive until the poll returns.
+    // SAFETY: `header_ref`'s `# Safety`: P1 (poll marker): a non-null
+    // `POLLING` is the header of a task this thread is polling (I5), whose
+    // RUNNING bit keeps its cell alive until the poll returns (S1, I1), and
+    // this runs on this thread, so inside that poll; the reference ends
+    // before we return.
     let polled = unsafe { raw::header_ref(polling) };
     polled.same_sink(header)
 }
@@ -150,11 +164,10 @@ pub(crate) fn task_id() -> Option<TaskId> {
     if header.is_null() {
         return None;
     }
-    // SAFETY: `POLLING` is not null only between `enter` and `leave` of one
-    // poll on this thread (a nested driver and a nested run clear it and
-    // restore it after, `save_marker`), and `enter` stores the header of a `RawTask` the harness
-    // is polling: its RUNNING bit keeps the cell alive until the poll
-    // returns, so the header is alive while this thread is inside that poll.
+    // SAFETY: `header_ref`'s `# Safety`: P1 (poll marker): a non-null
+    // `POLLING` is the header of the task this thread is polling (I5),
+    // whose RUNNING bit keeps its cell alive (S1, I1) while this thread is
+    // inside that poll, as it is here; the reference ends before we return.
     Some(unsafe { raw::header_ref(header) }.task_id)
 }
 

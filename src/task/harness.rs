@@ -182,13 +182,16 @@ fn complete<S: Schedule>(
     panic: Option<Box<dyn Any + Send>>,
     cancelled: bool,
 ) -> Completion {
-    // SAFETY: RUNNING is set, so the entry (and the slab's reference to
-    // the cell) stays until `remove` below, after the last use.
+    // SAFETY: `RawTask::header_unbound`'s `# Safety`: S1 (RUNNING lock):
+    // RUNNING is set, so the entry (and the slab's reference to the cell,
+    // I1) stays until `remove` below, after the last use.
     let header = unsafe { raw.header_unbound() };
     let joined = header.update_state(|st| st.transition_to_complete());
     let (queue, group) = (header.queue as usize, slab.group_of(header));
-    // SAFETY: as above, and we are on the executor thread (the slab is
-    // `!Send`), the only one that touches the joiner's waker.
+    // SAFETY: `RawTask::take_join_waker`'s `# Safety`: I6 (joiner's waker):
+    // we are on the executor thread (the slab is `!Send`), the only one
+    // that touches the joiner's waker; I1 (liveness): RUNNING is set (S1),
+    // so the slab's reference keeps the cell alive.
     let join_waker = unsafe { raw.take_join_waker() };
     let deliver = slab.take_deliver(id.index() as usize);
     Completion {
@@ -250,13 +253,18 @@ pub(crate) fn poll_task<S: Schedule, P: PollScope>(
         (raw, t == TransitionToRunning::Cancel)
     };
     if cancelled {
-        // SAFETY: RUNNING is set (the entry stays, nothing else touches the
-        // stage), the stage is Running (not COMPLETE), executor thread.
+        // SAFETY: `RawTask::cancel`'s `# Safety`: S1 (RUNNING lock):
+        // RUNNING is set, so the entry stays (I1) and nothing else touches
+        // the stage (I2); the stage is Running (not COMPLETE); executor
+        // thread (the slab is `!Send`).
         let finish = unsafe { raw.cancel() };
         return ended(slab, id, raw, finish, take_panic, true, done);
     }
     scope.enter(raw);
-    // SAFETY: as above.
+    // SAFETY: `RawTask::poll`'s `# Safety`: S1 (RUNNING lock): RUNNING is
+    // set just above, so the entry stays (I1) and nothing else touches the
+    // stage (I2); the stage is Running (the task was not COMPLETE);
+    // executor thread (the slab is `!Send`).
     let code = unsafe { raw.poll(second_site) };
     let yielded = scope.leave();
     // The byte itself, not a `Poll` made of it: the two call sites'
@@ -298,7 +306,9 @@ fn finish_task<S: Schedule>(
     cancelled: bool,
 ) -> Done {
     let panic = match finish {
-        // SAFETY: RUNNING is still set; the stage is Finished or Panicked.
+        // SAFETY: `RawTask::take_panic`'s `# Safety`: S1 (RUNNING lock):
+        // RUNNING is still set, so the cell is alive (I1) and the stage ours
+        // alone (I2); executor thread. The stage is Finished or Panicked.
         Finish::Panicked if take_panic => unsafe { raw.take_panic() },
         _ => None,
     };
@@ -318,18 +328,20 @@ fn settle_pending<S: Schedule>(
     take_panic: bool,
     done: &mut Option<Done>,
 ) -> Polled {
-    // SAFETY: RUNNING is still set, so the entry (and with it the slab's
-    // reference to the cell) stays for this block: the header is read
-    // without borrowing the slab again.
+    // SAFETY: `RawTask::header_unbound`'s `# Safety`: S1 (RUNNING lock):
+    // RUNNING is still set, so the entry (and with it the slab's reference
+    // to the cell, I1) stays for this block: the header is read without
+    // borrowing the slab again.
     let header = unsafe { raw.header_unbound() };
     let mut st = header.state();
     let own_group = !st.is_keyed();
     let next = match st.transition_to_idle(yielded) {
         TransitionToIdle::Cancel => {
             // Aborted during its own poll: drop it now, unpolled.
-            // SAFETY: RUNNING is still set: the entry stays and nothing
-            // else touches the stage; the stage is Running; executor
-            // thread.
+            // SAFETY: `RawTask::cancel`'s `# Safety`: S1 (RUNNING lock):
+            // RUNNING is still set, so the entry stays (I1) and nothing else
+            // touches the stage (I2); the stage is Running (the poll
+            // returned `Pending`); executor thread.
             let f = unsafe { raw.cancel() };
             return ended(slab, id, raw, f, take_panic, true, done);
         }
@@ -357,8 +369,10 @@ pub(crate) fn cancel_idle<S: Schedule>(
         }
         e.task.raw()
     };
-    // SAFETY: RUNNING is set (the entry stays, nothing else touches the
-    // stage), the stage is Running (not COMPLETE), executor thread.
+    // SAFETY: `RawTask::cancel`'s `# Safety`: S1 (RUNNING lock): RUNNING
+    // is set (`transition_to_cancelling`), so the entry stays (I1) and
+    // nothing else touches the stage (I2); the stage is Running (not
+    // COMPLETE); executor thread.
     let finish = unsafe { raw.cancel() };
     // The destructor's panic is the task's: taken for `Propagate`, as in
     // `ended`.
@@ -390,12 +404,17 @@ pub(crate) fn end_idle_with<S: Schedule>(
         (e.task.raw(), aborted)
     };
     if aborted {
-        // SAFETY: RUNNING is set (the entry stays, nothing else touches the
-        // stage), the stage is Running (not COMPLETE), executor thread.
+        // SAFETY: `RawTask::cancel`'s `# Safety`: S1 (RUNNING lock):
+        // RUNNING is set (`transition_to_ending`), so the entry stays (I1)
+        // and nothing else touches the stage (I2); the stage is Running
+        // (not COMPLETE); executor thread.
         let finish = unsafe { raw.cancel() };
         return Some((finish_task(slab, id, raw, finish, take_panic, true), None));
     }
-    // SAFETY: as above.
+    // SAFETY: `RawTask::cancel_with`'s `# Safety`: S1 (RUNNING lock):
+    // RUNNING is set (`transition_to_ending`), so the entry stays (I1) and
+    // nothing else touches the stage (I2); the stage is Running (not
+    // COMPLETE); executor thread. `payload()` runs before the call.
     let destructor = unsafe { raw.cancel_with(payload()) };
     let done = finish_task(slab, id, raw, Finish::Panicked, false, false);
     Some((done, destructor))
@@ -439,7 +458,9 @@ mod tests {
 
     impl PollScope for Scope {
         fn enter(&self, task: RawTask) {
-            // SAFETY: the harness enters a task it polls: RUNNING keeps it.
+            // SAFETY: `RawTask::header_unbound`'s `# Safety`: S1 (RUNNING
+            // lock): the harness enters a task it polls, whose RUNNING bit
+            // keeps the slab's reference (I1) for this call.
             let id = unsafe { task.header_unbound() }.key;
             assert_eq!(self.polling.replace(Some(id)), None, "one poll at a time");
         }
@@ -735,8 +756,10 @@ mod tests {
             .0
             .id();
         let header_of = |w: &std::task::Waker| -> &'static Header {
-            // SAFETY: the caller keeps a clone of `w` alive for as long as
-            // it reads the header.
+            // SAFETY: `header_ref`'s `# Safety`: `w` is a task waker (its
+            // data a header's address, I5), and I1 (liveness): the caller
+            // keeps a clone of `w`, which owns a reference, alive for as
+            // long as it reads the header.
             unsafe { crate::task::raw::header_ref(w.data()) }
         };
         let mut done = None;

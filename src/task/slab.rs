@@ -12,15 +12,30 @@
 //! | `cancel_idle`   | CANCELLED, not COMPLETE/RUNNING | RUNNING set  |
 //! | entry removal   | not RUNNING                  | -               |
 //!
-//! RUNNING is the lock: while it is set the entry is never removed (so the
-//! cell stays alive though the slab is not borrowed during the poll) and no
-//! other stage operation starts. The slab is released while user code runs
-//! (a poll, a destructor), so that code may spawn, wake, abort and join.
+//! The slab is released while user code runs (a poll, a destructor), so
+//! that code may spawn, wake, abort and join.
 //!
 //! A task leaves the slab when it completes (or at shutdown). If its join
 //! handle lives, the result stays in the cell, which the handle holds
 //! ([`JoinCell`]): the handle reads it (COMPLETE, not RUNNING) without the
 //! slab.
+//!
+//! The slab's invariants, which the task cell's (I1 to I6, in
+//! `task/raw/mod.rs`) build on, named for the `# Safety` sections and
+//! `SAFETY:` comments that cite them:
+//!
+//! * **S1 (RUNNING lock).** While a task's RUNNING bit is set its entry is
+//!   never removed (so the slab's reference keeps the cell alive though the
+//!   slab is not borrowed during the poll) and no other stage operation
+//!   starts: the holder of the bit (the poll harness) has the stage to
+//!   itself, on the executor's thread (the slab is `!Send`).
+//! * **S2 (sink outlives entries).** The cells' sink pointer is
+//!   `Arc::as_ptr` of the slab's own `Arc` of the sink, which outlives every
+//!   entry: an entry is dropped after its removal, while the slab lives, or
+//!   when the slab drops `entries`, a field declared before the `Arc`.
+//! * **S3 (output proof).** Only [`TaskSlab::insert`] makes an
+//!   [`OutputId<T>`], from the future of output `T` it stores: whoever holds
+//!   one may read that task's result as a `T`.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -207,12 +222,14 @@ trait ErasedSink: Send + Sync {
 
 impl<R: ResultSink> ErasedSink for R {
     fn deliver(self: Arc<Self>, raw: RawTask) {
-        // SAFETY: `Completion::settle` and `TaskEntry::end_at_shutdown`
-        // call this with the removed entry alive (it owns a reference to
-        // the cell), the task COMPLETE and not RUNNING (its stage holds the
-        // result), on the executor thread;
-        // the task is the one of the `OutputId<R::Output>` this sink was
-        // attached to (`set_deliver`), so its output type is `R::Output`.
+        // SAFETY: `RawTask::take_result`'s `# Safety`: `Completion::settle`
+        // and `TaskEntry::end_at_shutdown` call this with the removed entry
+        // alive (it owns a reference to the cell: I1, liveness), the task
+        // COMPLETE and not RUNNING (its stage holds the result, and no other
+        // stage operation is in progress: I2, stage access; S1), on the
+        // executor thread; S3 (output proof): the task is the one of the
+        // `OutputId<R::Output>` this sink was attached to (`set_deliver`),
+        // so its output type is `R::Output`.
         if let Some(result) = unsafe { raw.take_result::<R::Output>() } {
             self.send(result);
         }
@@ -282,8 +299,10 @@ impl<S: Schedule> TaskSlab<S> {
         F::Output: 'static,
     {
         let (_, raw, group) = self.insert_cell(future, queue, group, true);
-        // SAFETY: `insert_cell` just made this cell for `F` with the
-        // handle's bit, on this thread; this is its only `JoinCell`.
+        // SAFETY: `JoinCell::adopt`'s `# Safety`: `insert_cell` just made
+        // this cell for `F` (I5, cell type; the output type `F::Output`, as
+        // S3 asks) with the handle's bit (I1, liveness), on this thread;
+        // this is its only `JoinCell`.
         (unsafe { JoinCell::adopt(raw) }, group)
     }
 
@@ -343,7 +362,8 @@ impl<S: Schedule> TaskSlab<S> {
             }
             _ => GroupId::task(index as u32),
         };
-        // SAFETY: `sink_ptr` is `Arc::as_ptr` of `self._sink`, which
+        // SAFETY: `OwnedTask::new`'s `# Safety`: S2 (sink outlives
+        // entries): `sink_ptr` is `Arc::as_ptr` of `self._sink`, which
         // outlives the entry: an entry is dropped either after its removal,
         // while the slab (and its `Arc`) lives, or when the slab drops
         // `entries`, before `_sink`.

@@ -32,10 +32,12 @@ static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, dr
 /// drop it (it is lent to a poll inside `ManuallyDrop`) and must keep the
 /// task alive while it is used.
 pub(crate) fn task_waker_unowned(header: NonNull<Header>) -> Waker {
-    // SAFETY: the vtable's functions uphold the `RawWaker` contract for a
-    // pointer to a live task header: `clone` adds a reference, `drop` gives
-    // one up, `wake*` only read the header's `Sync` fields. Callers never drop
-    // this copy, so it never gives up a reference it does not own.
+    // SAFETY: what `Waker::from_raw` asks of the vtable's functions holds
+    // for a task header's address (I5, cell type) kept alive by the caller
+    // (I1, liveness): `clone` adds a reference, `drop` gives one up, `wake*`
+    // only read the header's `Sync` fields, all from any thread (I2). I1:
+    // this waker owns no reference, and callers never drop it, so it never
+    // gives up a reference it does not own.
     unsafe { Waker::from_raw(RawWaker::new(header.as_ptr() as *const (), &VTABLE)) }
 }
 
@@ -60,18 +62,39 @@ pub(crate) fn try_fast_yield(waker: &Waker) -> bool {
     }
 }
 
+/// The wakers' `clone`: a new waker of the same task, owning a reference
+/// (a new one, or the one the task's credit kept counted).
+///
+/// # Safety
+/// `RawWakerVTable`'s requirement: `ptr` is the data of a live waker built
+/// on [`VTABLE`], so a task header's address (I5, cell type), and that
+/// waker's reference keeps the cell alive for the call (I1, liveness: an
+/// owned waker's own, or for the waker lent to a poll the slab's, which the
+/// task's RUNNING bit keeps, S1).
 unsafe fn clone(ptr: *const ()) -> RawWaker {
-    // SAFETY: `ptr` is the data of a live waker of ours, whose reference (or,
-    // for the waker lent to a poll, the slab's reference) keeps the header
-    // alive.
+    // SAFETY: `header_ref`'s `# Safety`: a header's address (I5) kept alive
+    // by the cloned waker's reference (I1), this function's `# Safety`.
     let header = unsafe { raw::header_ref(ptr) };
     if !current::take_credit(header) {
-        // SAFETY: as above.
+        // SAFETY: `retain`'s `# Safety`: I1 (liveness): the waker being
+        // cloned keeps the header alive for the call; the new reference is
+        // the returned waker's, given up once by its `drop_waker` (or kept
+        // as the task's credit, which is I1's count too). A header's address
+        // is not null.
         unsafe { raw::retain(NonNull::new_unchecked(ptr as *mut Header)) };
     }
     RawWaker::new(ptr, &VTABLE)
 }
 
+/// The wakers' `wake`: wakes the task and gives up the consumed waker's
+/// reference.
+///
+/// # Safety
+/// `RawWakerVTable`'s requirement: `ptr` is the data of a live owned waker
+/// (a clone: the waker lent to a poll is never consumed) built on
+/// [`VTABLE`], so a task header's address (I5, cell type), consumed by
+/// this call: its counted reference (I1, liveness) is the caller's to give
+/// up, and keeps the cell and its sink (I3, sink) alive until then.
 unsafe fn wake(ptr: *const ()) {
     /// Gives up the consumed waker's reference when the wake returns, and
     /// also if it unwinds (a custom scheduler's `push` is behind the
@@ -79,32 +102,55 @@ unsafe fn wake(ptr: *const ()) {
     struct Release(*const ());
     impl Drop for Release {
         fn drop(&mut self) {
-            // SAFETY: `wake` consumes the waker and with it its reference,
-            // given up once, here.
+            // SAFETY: `drop_waker`'s `# Safety`: I1 (liveness): `wake`
+            // consumes an owned waker (its `# Safety`) and with it its
+            // counted reference, given up once, here, after the last use.
             unsafe { drop_waker(self.0) };
         }
     }
     let _release = Release(ptr);
-    // SAFETY: `ptr` is the data of a live owned waker, whose reference
-    // `_release` gives up only after this call.
+    // SAFETY: `wake_by_ref`'s `# Safety`: `ptr` is the data of a live owned
+    // waker (this function's `# Safety`), whose reference (I1) `_release`
+    // gives up only after this call.
     unsafe { wake_by_ref(ptr) };
 }
 
+/// The wakers' `wake_by_ref`: sends a wake of the task to its sink.
+///
+/// # Safety
+/// `RawWakerVTable`'s requirement: `ptr` is the data of a live waker built
+/// on [`VTABLE`], so a task header's address (I5, cell type), whose
+/// reference keeps the cell alive for the call (I1, liveness: an owned
+/// waker's own, or for the waker lent to a poll the slab's, S1), and with
+/// it the sink (I3, sink).
 unsafe fn wake_by_ref(ptr: *const ()) {
-    // SAFETY: the waker being woken keeps the header alive for this call.
+    // SAFETY: `header_ref`'s `# Safety`: a header's address (I5) kept alive
+    // for this call by the waker being woken (I1), this function's
+    // `# Safety`.
     let header = unsafe { raw::header_ref(ptr) };
     header.wake();
 }
 
+/// The wakers' `drop`: gives up the dropped waker's reference (or keeps it
+/// counted as the task's credit).
+///
+/// # Safety
+/// `RawWakerVTable`'s requirement: `ptr` is the data of an owned waker (a
+/// clone) built on [`VTABLE`], so a task header's address (I5, cell type),
+/// being dropped: it owns a counted reference (I1, liveness), given up
+/// here, and is not used afterwards. The waker lent to a poll, which owns
+/// none, is never dropped (it lives in a `ManuallyDrop`).
 unsafe fn drop_waker(ptr: *const ()) {
-    // SAFETY: an owned waker (a clone) is being dropped: its reference keeps
-    // the header alive until it is given up below.
+    // SAFETY: `header_ref`'s `# Safety`: a header's address (I5) whose
+    // reference, owned by the waker being dropped (I1, this function's
+    // `# Safety`), keeps it alive until it is given up below.
     let header = unsafe { raw::header_ref(ptr) };
     if current::keep_credit(header) {
         // The reference stays counted, for the task's next clone.
         return;
     }
-    // SAFETY: it owns one reference, given up here. The header's own copy
-    // is never dropped.
+    // SAFETY: `release`'s `# Safety`: I1 (liveness): the dropped waker owns
+    // one counted reference (this function's `# Safety`), given up here,
+    // once; the header is not used after. A header's address is not null.
     unsafe { raw::release(NonNull::new_unchecked(ptr as *mut Header)) };
 }

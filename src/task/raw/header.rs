@@ -58,12 +58,17 @@ pub(crate) struct Header {
 #[cfg(not(tourbillon_loom))]
 const _: () = assert!(std::mem::size_of::<Header>() == 40);
 
-// SAFETY: the header's fields are atomics, plain data and the pointer to the
-// sink, a `Schedule` (so `Send + Sync`) alive whenever the header is
-// reachable (see `Header::sink`); nothing in it is tied to a thread.
+// SAFETY: I3 (sink): the header's fields are atomics, plain data (the
+// vtable, a `&'static` table; the key, queue and id) and the pointer to the
+// sink, a `Schedule` (so `Send + Sync`), alive whenever the header is
+// reachable; nothing in it is tied to a thread, and it has no destructor.
 unsafe impl Send for Header {}
-// SAFETY: as above: shared access only reads plain data, uses atomics, or
-// reaches the `Sync` sink.
+// SAFETY: I2 (stage access): through `&Header` a foreign thread reaches
+// only the atomics (the reference word, and the state and stage bytes,
+// atomics so that a relaxed read from another thread is no data race), the
+// immutable vtable, key, queue and id, and the sink, a `Schedule` (so
+// `Sync`), alive while the header is reachable (I3, sink). The stage's
+// bytes and the joiner's waker are outside the header (I2, I6).
 unsafe impl Sync for Header {}
 
 // Compile-time check: wakers may carry a header reference to any thread.
@@ -191,18 +196,29 @@ impl Header {
     }
 
     /// Sends a wake of this task to its sink (the waker's `wake`, any
-    /// thread).
+    /// thread): only the task's wakers call it, whose reference (or, for
+    /// the waker lent to a poll, the slab's) keeps the sink alive (I3,
+    /// sink).
     #[inline]
     pub(crate) fn wake(&self) {
-        // SAFETY: the vtable was made for this cell's sink type
-        // (`OwnedTask::new`), and whoever reaches the header keeps the sink
-        // alive (see `Header::sink`).
+        // SAFETY: the vtable's `wake` (its `# Safety`): this header is the
+        // one of the cell this vtable was made for (I5, cell type), and its
+        // sink is alive for the call (I3, sink): a waker's reference, or the
+        // slab's while it holds the task, keeps it.
         unsafe { (self.vtable.wake)(self) }
     }
 
-    /// Sends an abort of this task to its sink (any thread).
+    /// Sends an abort of this task to its sink (any thread). Only while the
+    /// sink is alive (I3, sink): the callers, `JoinCell::abort` and
+    /// `AbortRef::abort`, call it only for a task that was live (not
+    /// COMPLETE) when their reference was made.
     pub(crate) fn abort(&self) {
-        // SAFETY: as for `wake`.
+        // SAFETY: the vtable's `abort` (its `# Safety`): this header is the
+        // one of the cell this vtable was made for (I5, cell type), and its
+        // sink is alive (I3, sink): the slab still holds the task (a join
+        // handle aborts only a task that is not COMPLETE), or the cell owns
+        // a counted reference to the sink (an abort handle made while the
+        // task was live aborts only then: `AbortRef::live`).
         unsafe { (self.vtable.abort)(self) }
     }
 
@@ -279,27 +295,108 @@ impl PollCode {
 /// The functions of one cell type (a future type and a sink type): one
 /// static table per pair.
 pub(super) struct TaskVTable {
+    /// Polls the future once with the task's own (lent) waker; stores its
+    /// output, or its panic, in the stage when it ends.
+    ///
+    /// # Safety
+    /// As [`PollFn`]: `ptr` is the header of a live cell of this vtable
+    /// (I1, liveness; I5, cell type), the call runs on the executor's
+    /// thread with the stage to itself (I2, stage access: the poll harness
+    /// holds RUNNING, S1), and the stage is `Running`.
     pub(super) poll: PollFn,
+    /// Drops the future unpolled, in place, and leaves the stage
+    /// `Cancelled` (or `Panicked`, with the panic of the future's
+    /// destructor).
+    ///
+    /// # Safety
+    /// `ptr` is the header of a live cell of this vtable (I1, I5), on the
+    /// executor's thread, with the stage to the caller alone for the call
+    /// (I2, stage access: the poll harness holding RUNNING, or the slab,
+    /// for a task that is not RUNNING, S1), and the stage is `Running`.
     pub(super) cancel: unsafe fn(NonNull<Header>) -> Finish,
+    /// Drops whatever the stage holds (the future, the output or a panic)
+    /// and leaves it `Consumed`; returns the panic of a destructor.
+    ///
+    /// # Safety
+    /// `ptr` is the header of a live cell of this vtable (I1, I5), on the
+    /// executor's thread, with the stage to the caller alone for the call
+    /// (I2, stage access: the slab, holding RUNNING or for a task that is
+    /// not RUNNING, S1; or the join handle, for a COMPLETE task that is not
+    /// RUNNING).
     pub(super) drop_stage: unsafe fn(NonNull<Header>) -> Option<Payload>,
+    /// Drops the cell (its joiner's waker; the stage has no destructor)
+    /// and gives its memory back to the cell cache. Does not give up the
+    /// counted sink reference the cell may own: `free` does, after.
+    ///
+    /// # Safety
+    /// `ptr` is the header of a cell of this vtable (I5) whose last
+    /// reference (the count and the handle's bit, I1) the caller gave up,
+    /// synchronised with every earlier release: nobody else reaches the
+    /// cell, and nobody uses `ptr` afterwards. Its stage holds nothing
+    /// (`Consumed` or `Cancelled`, I4), so the call may run on any thread.
     pub(super) dealloc: unsafe fn(NonNull<Header>),
     /// `Schedule::wake` of the sink.
+    ///
+    /// # Safety
+    /// The header is the one of a cell of this vtable (I5: the sink is of
+    /// the type the function casts it to), and the sink is alive for the
+    /// call (I3, sink): the caller holds or borrows a reference to the cell
+    /// that keeps it (a waker's, or the slab's while it holds the task).
     pub(super) wake: unsafe fn(&Header),
     /// `Schedule::abort` of the sink.
+    ///
+    /// # Safety
+    /// As for `wake`: the header is the one of a cell of this vtable (I5),
+    /// and the sink is alive for the call (I3, sink). A join handle's bit
+    /// alone does not keep it: the slab may let go of a COMPLETE task
+    /// without giving its cell a counted reference to the sink.
     pub(super) abort: unsafe fn(&Header),
     /// Adds a counted reference to the sink (`Arc::increment_strong_count`).
+    ///
+    /// # Safety
+    /// `sink` is the sink of a cell of this vtable (the header's `sink`:
+    /// `Arc::as_ptr` of an `Arc` of the type the vtable was made for, I5),
+    /// and a strong reference to that `Arc` is alive for the call (S2, sink
+    /// outlives entries: the slab's own, while the slab holds the task).
     pub(super) retain_sink: unsafe fn(NonNull<()>),
     /// Gives up a counted reference to the sink.
+    ///
+    /// # Safety
+    /// `sink` is the sink of a cell of this vtable (I5), and the caller
+    /// gives up a counted reference that `retain_sink` took: the cell's
+    /// `SINK_OWNED` one (I3, sink), once, when the cell is freed; the
+    /// caller does not use the sink afterwards.
     pub(super) release_sink: unsafe fn(NonNull<()>),
     /// Where the stage starts in the cell: a join handle, which knows the
     /// output type but not the future's, reads the result there in place
     /// (no call, and no result written field by field into the caller's
     /// memory and read back whole: a store-forwarding stall per join).
+    ///
+    /// # Safety
+    /// A plain number; using it is what needs care. Added to the header
+    /// pointer of a cell of this vtable (I5), it gives the stage's address
+    /// inside the cell's allocation; the cell must be alive while that
+    /// address is used (I1), and reading or writing there needs the stage
+    /// to the caller alone, on the executor's thread (I2, stage access),
+    /// and the stage's tag ([`Header::stage`]) to say what it holds.
     pub(super) stage_offset: usize,
+    /// The `TypeId` of the future's output: what debug builds compare with
+    /// the type a join handle reads the result as
+    /// (`RawTask::take_result`).
+    ///
+    /// # Safety
+    /// None needed: a safe function that reads nothing of the cell.
     pub(super) output_type: fn() -> TypeId,
 }
 
 /// A cell's poll function.
+///
+/// # Safety
+/// `ptr` is the header of a live cell (I1, liveness) of the vtable the
+/// function belongs to (I5, cell type); the call runs on the executor's
+/// thread, and no other operation on the stage runs during it (I2, stage
+/// access: the poll harness holds the task's RUNNING bit, S1); the stage is
+/// `Running`.
 pub(super) type PollFn = unsafe fn(NonNull<Header>) -> PollCode;
 
 /// The tags of [`Header::stage`]: what the stage's bytes hold.
@@ -317,13 +414,17 @@ pub(super) mod stage {
     pub(in crate::task_impl::raw) const CONSUMED: u8 = 4;
 }
 
-/// Adds a reference (a waker clone).
+/// Adds a reference (a waker clone, an abort handle).
 ///
 /// # Safety
-/// `ptr` points to a live task header, kept alive by a reference the caller
-/// holds or borrows.
+/// `ptr` is the header of a live cell, kept alive for the call by a
+/// reference the caller holds or borrows (I1, liveness: a waker's, the
+/// slab's for the waker lent to a poll, the join handle's bit or an abort
+/// handle's). The new reference is the caller's, to give up once with
+/// [`release`].
 pub(crate) unsafe fn retain(ptr: NonNull<Header>) {
-    // SAFETY: the header is alive per the contract.
+    // SAFETY: I1 (liveness): the reference the caller holds or borrows
+    // (this function's `# Safety`) keeps the header alive for this call.
     let old = unsafe { ptr.as_ref() }.refs.fetch_add(1, Ordering::Relaxed);
     if old & REF_MASK > REF_MASK / 2 {
         // Same policy as `Arc`: a reference count this large means wakers
@@ -335,11 +436,13 @@ pub(crate) unsafe fn retain(ptr: NonNull<Header>) {
 /// Gives up one reference, freeing the cell if it was the last.
 ///
 /// # Safety
-/// The caller owns one reference to the live header at `ptr` and does not use
-/// `ptr` afterwards.
+/// The caller owns one counted reference to the live cell at `ptr` (I1,
+/// liveness: a waker's, an abort handle's or the slab's), gives it up here
+/// and does not use `ptr` afterwards. (If it is the last, the cell's stage
+/// holds nothing by then, I4, so this may run on any thread.)
 pub(crate) unsafe fn release(ptr: NonNull<Header>) {
-    // SAFETY: the caller's reference keeps the header alive until this
-    // decrement.
+    // SAFETY: I1 (liveness): the reference the caller owns (this function's
+    // `# Safety`) keeps the header alive until the decrement below.
     let header = unsafe { ptr.as_ref() };
     // Fast path: a count of 1 without the handle's bit is our own reference
     // alone, and no one can add one without holding a reference, so no
@@ -354,26 +457,36 @@ pub(crate) unsafe fn release(ptr: NonNull<Header>) {
         // does).
         fence(Ordering::Acquire);
     }
-    // SAFETY: that was the last reference.
+    // SAFETY: `free`'s `# Safety`: the count reached zero with the handle's
+    // bit clear, so by I1 (liveness) that was the last reference, and the
+    // Acquire load (or the fence) synchronised with every earlier release.
     unsafe { free(ptr) };
 }
 
 /// Frees the cell at `ptr`, and the counted sink reference it may own.
 ///
 /// # Safety
-/// The caller gave up the last reference (count and handle) and
-/// synchronised with every earlier release.
+/// `ptr` is the header of a cell (I5, cell type) whose last reference
+/// (the count and the handle's bit, I1, liveness) the caller gave up,
+/// synchronised with every earlier release; nobody uses `ptr` afterwards.
 pub(super) unsafe fn free(ptr: NonNull<Header>) {
-    // SAFETY: the caller was the last owner: the cell is alive and ours.
+    // SAFETY: I1 (liveness): the caller gave up the last reference (this
+    // function's `# Safety`), so the cell is still allocated and nobody
+    // else reaches it.
     let header = unsafe { ptr.as_ref() };
     let owned_sink = (header.refs.load(Ordering::Relaxed) & SINK_OWNED != 0).then_some(header.sink);
     let vtable = header.vtable;
     let dealloc = vtable.dealloc;
-    // SAFETY: that was the last reference; nobody else can reach the cell.
+    // SAFETY: the vtable's `dealloc` (its `# Safety`): the vtable is this
+    // cell's (I5, cell type); the last reference is gone and synchronised
+    // (I1, this function's `# Safety`); the stage holds nothing (I4,
+    // foreign-thread free).
     unsafe { dealloc(ptr) };
     if let Some(sink) = owned_sink {
-        // SAFETY: the counted reference the slab gave the cell
-        // (`OwnedTask::release_ref`), given up once, with the cell.
+        // SAFETY: the vtable's `release_sink` (its `# Safety`): `SINK_OWNED`
+        // says the cell owns the counted reference the slab took for it
+        // (I3, sink; `OwnedTask::release_ref`), of this vtable's sink type
+        // (I5); given up once, here, with the cell.
         unsafe { (vtable.release_sink)(sink) };
     }
 }
@@ -381,9 +494,12 @@ pub(super) unsafe fn free(ptr: NonNull<Header>) {
 /// Borrows the header behind a waker's data pointer.
 ///
 /// # Safety
-/// `ptr` came from a waker built by `task::waker` whose reference (owned or
-/// borrowed) is alive for `'a`.
+/// `ptr` is the address of a task header (the data pointer of a waker
+/// built by `task::waker`, or `RawTask::header_addr`: I5, cell type), and
+/// a reference that keeps the cell alive (I1, liveness: the waker's own,
+/// or the slab's while a poll of the task runs, S1) lasts for `'a`.
 pub(crate) unsafe fn header_ref<'a>(ptr: *const ()) -> &'a Header {
-    // SAFETY: per the contract, `ptr` is a live `Header`.
+    // SAFETY: I1 (liveness): `ptr` is a header's address kept alive for
+    // `'a` by the caller's reference (this function's `# Safety`).
     unsafe { &*(ptr as *const Header) }
 }

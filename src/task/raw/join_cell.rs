@@ -27,7 +27,8 @@ pub(crate) struct JoinCell<T> {
 
 impl<T> JoinCell<T> {
     fn header(&self) -> &Header {
-        // SAFETY: the handle's bit keeps the cell alive while `self` lives.
+        // SAFETY: I1 (liveness): the handle's bit, which `self` owns, keeps
+        // the cell alive while `self` lives.
         unsafe { self.ptr.as_ref() }
     }
 
@@ -52,8 +53,11 @@ impl<T: 'static> JoinCell<T> {
     ///
     /// # Safety
     /// `raw` is a live cell made by `OwnedTask::new::<F>` with `handle` set
-    /// and `F::Output == T`, on this thread, and no other `JoinCell` was
-    /// made of it.
+    /// (I1, liveness: the handle's bit becomes the returned value's) and
+    /// `F::Output == T` (what S3, output proof, asks of a reader of the
+    /// result; I5, cell type), on this thread (I2, I6: the value is `!Send`
+    /// and touches the stage and the joiner's waker), and no other
+    /// `JoinCell` was made of it.
     pub(crate) unsafe fn adopt(raw: RawTask) -> Self {
         Self {
             ptr: raw.ptr,
@@ -85,8 +89,9 @@ impl<T: 'static> JoinCell<T> {
     /// A counted reference to the cell for an abort handle, which may
     /// travel to other threads.
     pub(crate) fn abort_ref(&self) -> AbortRef {
-        // SAFETY: the handle's bit keeps the cell alive for the call; the
-        // new reference is owned by the returned value.
+        // SAFETY: `retain`'s `# Safety`: I1 (liveness): the handle's bit
+        // keeps the cell alive for the call; the new reference is owned by
+        // the returned value, which gives it up once, in its `drop`.
         unsafe { retain(self.ptr) };
         AbortRef {
             ptr: self.ptr,
@@ -105,11 +110,13 @@ impl<T: 'static> JoinCell<T> {
     pub(crate) fn poll_result(&self, waker: &Waker) -> Poll<Result<T, JoinError>> {
         let st = self.state();
         if st.is_complete() && !st.is_running() {
-            // SAFETY: `JoinCell` is `!Send`, so we are on the executor
-            // thread; COMPLETE and not RUNNING: the future is gone and no
+            // SAFETY: `RawTask::take_result`'s `# Safety`: I1 (liveness):
+            // the handle's bit keeps the cell alive; I2 (stage access):
+            // `JoinCell` is `!Send`, so we are on the executor thread, and
+            // COMPLETE and not RUNNING (S1) say the future is gone and no
             // stage operation is in progress (the slab released the task,
             // or is about to without touching the stage); `T` is the output
-            // type (`adopt`'s contract).
+            // type (S3, output proof: `adopt`'s `# Safety`).
             if let Some(result) = unsafe { RawTask { ptr: self.ptr }.take_result::<T>() } {
                 return Poll::Ready(result);
             }
@@ -121,16 +128,20 @@ impl<T: 'static> JoinCell<T> {
     /// Registers the waker of the task's joiner (kept if it would wake the
     /// same task).
     fn set_join_waker(&self, waker: &Waker) {
-        // SAFETY: executor thread (`!Send`), the only one that touches the
-        // joiner's waker; the reference into the cell ends before any user
-        // code runs (the clone is made first, the old waker dropped after).
+        // SAFETY: I6 (joiner's waker): executor thread (`JoinCell` is
+        // `!Send`), the only one that touches the joiner's waker, and this
+        // borrow ends before any user code runs (`will_wake` compares two
+        // pointers); I1 (liveness): the handle's bit keeps the cell alive.
         let slot = unsafe { &mut *join_waker_ptr(self.ptr) };
         if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
             return;
         }
         let new = Some(waker.clone());
-        // SAFETY: as above; `waker.clone()` may have run user code, so the
-        // slot is borrowed anew.
+        // SAFETY: I6 (joiner's waker): executor thread (`JoinCell` is
+        // `!Send`), and the borrow ends before user code runs: the slot is
+        // borrowed anew after `waker.clone()` (which may have run user
+        // code), and the old waker is dropped after the borrow ends; I1
+        // (liveness): the handle's bit keeps the cell alive.
         let old = std::mem::replace(unsafe { &mut *join_waker_ptr(self.ptr) }, new);
         drop(old);
     }
@@ -141,21 +152,25 @@ impl<T> Drop for JoinCell<T> {
     /// dropped when it completes); the unread result of a completed one is
     /// dropped here. The cell is freed if nothing else holds it.
     fn drop(&mut self) {
-        // SAFETY: the handle's bit keeps the cell alive until `release`
-        // below; `!Send`: executor thread.
+        // SAFETY: I1 (liveness): the handle's bit keeps the cell alive until
+        // it is given up below; `!Send`: executor thread.
         let header = unsafe { self.ptr.as_ref() };
         let st = header.update_state(|st| {
             st.set_join_interest(false);
             *st
         });
-        // SAFETY: executor thread, the only one that touches the joiner's
-        // waker; dropped after the last use of the cell below.
+        // SAFETY: I6 (joiner's waker): executor thread (`!Send`), the only
+        // one that touches the joiner's waker; `take` runs no user code, and
+        // the waker is dropped after the last use of the cell below. I1: the
+        // handle's bit keeps the cell alive.
         let join_waker = unsafe { (*join_waker_ptr(self.ptr)).take() };
         if st.is_complete() && !st.is_running() && header.stage() != stage::CONSUMED {
-            // SAFETY: executor thread; complete and not running: no stage
-            // operation in progress. Dropping an unread result (it may run
-            // user code, which cannot reach this cell's stage). Its panic
-            // is dropped: the handle's owner let go of the result.
+            // SAFETY: `RawTask::drop_stage`'s `# Safety`: I1 (liveness): the
+            // handle's bit keeps the cell alive; I2 (stage access): executor
+            // thread, and COMPLETE and not RUNNING (S1): no stage operation
+            // in progress. Dropping an unread result (it may run user code,
+            // which cannot reach this cell's stage). Its panic is dropped:
+            // the handle's owner let go of the result.
             if let Some(p) = unsafe { RawTask { ptr: self.ptr }.drop_stage() } {
                 boundary::drop_payload(p);
             }
@@ -164,14 +179,20 @@ impl<T> Drop for JoinCell<T> {
         if cur & REF_MASK == 0 {
             // The slab let go and no waker holds the cell: nobody else can
             // reach it. The common case: a task joined after it completed.
-            // SAFETY: the last owner, synchronised by the Acquire load with
-            // the Release of the slab's and the wakers' releases.
+            // SAFETY: `free`'s `# Safety`: I1 (liveness): a count of zero
+            // with our bit set makes us the last owner, synchronised by the
+            // Acquire load with the Release of the slab's and the wakers'
+            // releases; the stage holds nothing (`Consumed` or `Cancelled`,
+            // I4: dropped just above if it held a result).
             unsafe { free(self.ptr) };
         } else {
             let cur = header.update_refs(|cur| Some(cur & !HANDLE));
             if cur & REF_MASK == 0 {
                 // The last waker let go between the load and the exchange.
-                // SAFETY: we were the last owner (AcqRel synchronises).
+                // SAFETY: `free`'s `# Safety`: I1 (liveness): the count is
+                // zero and our bit is now clear, so we were the last owner
+                // (the AcqRel exchange synchronises with every earlier
+                // release); the stage holds nothing (I4).
                 unsafe { free(self.ptr) };
             }
         }
@@ -190,17 +211,22 @@ pub(crate) struct AbortRef {
     live: bool,
 }
 
-// SAFETY: an `AbortRef` owns one reference to the cell, like a waker, and
-// reaches only the header, which is `Send + Sync`; releasing it on any
-// thread is what wakers do (the cell is freed there only when its stage
-// holds nothing: see the module docs of `task::raw`).
+// SAFETY: an `AbortRef` owns one counted reference to the cell (I1,
+// liveness), like a waker, and reaches only the header, which is
+// `Send + Sync`; releasing it on any thread is what wakers do: the cell is
+// freed there only when its stage holds nothing (I4, foreign-thread free),
+// and its aborts reach a sink kept alive for it (I3, sink: `live`).
 unsafe impl Send for AbortRef {}
-// SAFETY: as above: `&AbortRef` gives access to the `Sync` header only.
+// SAFETY: I2 (stage access): `&AbortRef` reaches only the header's `Sync`
+// parts (its atomics, id, key and sink), never the stage or the joiner's
+// waker, so sharing it across threads shares nothing tied to the
+// executor's thread; its aborts reach a sink kept alive for it (I3).
 unsafe impl Sync for AbortRef {}
 
 impl AbortRef {
     fn header(&self) -> &Header {
-        // SAFETY: `self` owns a reference, so the header is alive.
+        // SAFETY: I1 (liveness): `self` owns a counted reference, so the
+        // header is alive while `self` is.
         unsafe { self.ptr.as_ref() }
     }
 
@@ -232,8 +258,9 @@ impl AbortRef {
 
 impl Clone for AbortRef {
     fn clone(&self) -> Self {
-        // SAFETY: `self` owns a reference, so the header is alive; the new
-        // reference is owned by the clone.
+        // SAFETY: `retain`'s `# Safety`: I1 (liveness): `self` owns a
+        // reference, so the header is alive; the new reference is owned by
+        // the clone, which gives it up once, in its `drop`.
         unsafe { retain(self.ptr) };
         AbortRef {
             ptr: self.ptr,
@@ -244,7 +271,8 @@ impl Clone for AbortRef {
 
 impl Drop for AbortRef {
     fn drop(&mut self) {
-        // SAFETY: `self` owns one reference, given up once, here.
+        // SAFETY: `release`'s `# Safety`: I1 (liveness): `self` owns one
+        // counted reference, given up once, here; `ptr` is not used after.
         unsafe { super::header::release(self.ptr) };
     }
 }

@@ -34,8 +34,9 @@ impl OwnedTask {
     /// `sink` comes from [`Arc::as_ptr`](std::sync::Arc::as_ptr) (so that
     /// the cell may later count a reference with
     /// `Arc::increment_strong_count`), and that `Arc` stays alive until the
-    /// returned value is dropped (the slab, which owns it, holds an
-    /// `Arc<S>` and drops its entries first).
+    /// returned value is dropped (S2, sink outlives entries: the slab, which
+    /// owns it, holds an `Arc<S>` and drops its entries first). I3 (sink)
+    /// rests on this.
     pub(crate) unsafe fn new<F, S>(
         future: F,
         key: TaskKey,
@@ -55,10 +56,13 @@ impl OwnedTask {
         }
         state.set_join_interest(handle);
         let mem = cache::allocate(Layout::new::<Cell<F>>()).cast::<Cell<F>>();
-        // SAFETY: `mem` is fresh memory for a `Cell<F>` (its layout, from the
-        // cell cache or the global allocator), not shared with anyone yet.
-        // Written after the allocation, so that the cell is built in place
-        // rather than on the stack and copied (callgrind).
+        // SAFETY: C1 (class layout): `mem` is fresh memory of at least
+        // `Cell<F>`'s size and alignment (its own layout, or its class's),
+        // from the cell cache or the global allocator, not shared with
+        // anyone yet. The cell written here is what I5 (cell type) names: a
+        // `Cell<F>` whose vtable was made for `F` and `S`. Written after the
+        // allocation, so that the cell is built in place rather than on the
+        // stack and copied (callgrind).
         unsafe {
             mem.as_ptr().write(Cell {
                 header: Header::new(
@@ -97,9 +101,10 @@ impl OwnedTask {
 
     /// Takes the joiner's waker out of the cell.
     pub(crate) fn take_join_waker(&self) -> Option<Waker> {
-        // SAFETY: `OwnedTask` is `!Send` and lives in the slab, so this runs
-        // on the executor thread, the only one that touches the joiner's
-        // waker; `self` keeps the cell alive; `take` runs no user code.
+        // SAFETY: I6 (joiner's waker): `OwnedTask` is `!Send` and lives in
+        // the slab, so this runs on the executor thread, the only one that
+        // touches the joiner's waker, and `take` runs no user code while the
+        // slot is borrowed; I1 (liveness): `self` owns a reference.
         unsafe { (*join_waker_ptr(self.raw.ptr)).take() }
     }
 
@@ -110,10 +115,12 @@ impl OwnedTask {
     pub(crate) fn drop_result(&self) -> Option<Payload> {
         let header = self.header();
         let unfinished = header.stage() == stage::RUNNING;
-        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor
-        // thread; the slab calls it only for a task that is not being polled
-        // (not RUNNING), so no other stage operation is in progress.
-        // Dropping the stage is a no-op when it was consumed already.
+        // SAFETY: `RawTask::drop_stage`'s `# Safety`: I1 (liveness): `self`
+        // owns a reference; I2 (stage access): `OwnedTask` is `!Send`, so
+        // this runs on the executor thread, and the slab calls it only for a
+        // task that is not being polled (not RUNNING, S1), so no other stage
+        // operation is in progress. Dropping the stage is a no-op when it
+        // was consumed already.
         let payload = unsafe { self.raw.drop_stage() };
         if unfinished {
             header.set_stage(stage::CANCELLED);
@@ -132,10 +139,11 @@ impl OwnedTask {
         if header.stage() != stage::RUNNING {
             return false;
         }
-        // SAFETY: `OwnedTask` is `!Send`, so this runs on the executor
-        // thread; the slab calls it only for a task that is not being polled
-        // (not RUNNING), so no other stage operation is in progress; the
-        // stage is `Running` (checked above).
+        // SAFETY: `RawTask::cancel`'s `# Safety`: I1 (liveness): `self` owns
+        // a reference; I2 (stage access): `OwnedTask` is `!Send`, so this
+        // runs on the executor thread, and the slab calls it only for a task
+        // that is not being polled (not RUNNING, S1), so no other stage
+        // operation is in progress; the stage is `Running` (checked above).
         let _finish = unsafe { self.raw.cancel() };
         header.update_state(|st| st.set_complete());
         true
@@ -143,7 +151,8 @@ impl OwnedTask {
 
     /// The header (key, id, sink).
     pub(crate) fn header(&self) -> &Header {
-        // SAFETY: `self` owns a reference, so the header is alive for `&self`.
+        // SAFETY: I1 (liveness): `self` owns a reference, so the header is
+        // alive for `&self`.
         unsafe { self.raw.ptr.as_ref() }
     }
 }
@@ -188,9 +197,13 @@ impl OwnedTask {
                 // sink reference either (only this function, once per cell, gives
                 // it one).
                 let dealloc = header.vtable().dealloc;
-                // SAFETY: that was the last reference (the Acquire load
+                // SAFETY: the vtable's `dealloc` (its `# Safety`): I1
+                // (liveness): that was the last reference (the Acquire load
                 // pairs with the Release decrements of wakers that let go
-                // before); nobody else can reach the cell.
+                // before), so nobody else can reach the cell; I4: its stage
+                // holds nothing (`drop` and `release` dropped it through
+                // `drop_result`; `release_keep_stage` runs only while the
+                // handle's bit is set); the vtable is the cell's own (I5).
                 unsafe { dealloc(self.raw.ptr) };
                 return;
             }
@@ -203,12 +216,16 @@ impl OwnedTask {
             header.refs().store(cur - 1, Ordering::Release);
             return;
         }
-        // SAFETY: the slab's `Arc` of the sink is alive while it drops its
-        // entries (`OwnedTask::new`'s contract), so the count is >= 1.
+        // SAFETY: the vtable's `retain_sink` (its `# Safety`): the header's
+        // sink, of the vtable's sink type (I5, cell type), whose `Arc` the
+        // slab keeps alive while it drops its entries (S2, sink outlives
+        // entries; `OwnedTask::new`'s `# Safety`), so the count is >= 1.
         unsafe { (header.vtable().retain_sink)(header.sink) };
         header.set_sink_owned();
-        // SAFETY: we own one reference and give it up here, once (`drop`
-        // and `release_keep_stage` are exclusive).
+        // SAFETY: `release`'s `# Safety`: I1 (liveness): we own the slab's
+        // reference and give it up here, once (`drop`, `release` and
+        // `release_keep_stage` are exclusive: each consumes `self` or runs
+        // in its destructor), and use the cell no more.
         unsafe { release(self.raw.ptr) };
     }
 }
