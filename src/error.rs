@@ -8,8 +8,6 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::sched::Quarantine;
-
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -311,5 +309,50 @@ impl Error for SharesError {}
 impl From<UnknownQueue> for SharesError {
     fn from(e: UnknownQueue) -> Self {
         SharesError::UnknownQueue(e)
+    }
+}
+
+/// Why a queue was quarantined: a method of its custom [`Scheduler`](crate::sched::Scheduler)
+/// panicked [`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER) times in a row. Read it in
+/// [`QueueStats::quarantine`](crate::stats::QueueStats::quarantine) and
+/// [`SpawnError::Quarantined`](crate::SpawnError::Quarantined).
+///
+/// Its `Display` is the message of the quarantine:
+///
+/// ```text
+/// queue "jobs" quarantined: its scheduler's `pop` panicked 3 times in a row (last panic: "index out of bounds")
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Quarantine {
+    /// The queue's key, as `{:?}` prints it.
+    pub queue: String,
+    /// The method that kept panicking: `"push"`, `"pop"`, `"len"`,
+    /// `"wants_timing"`, `"polled"`, `"forget"` or `"group_ended"`.
+    pub method: &'static str,
+    /// Its panics in a row ([`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER)).
+    pub panics: u32,
+    /// The message of the last of them, if its payload is a string.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for Quarantine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "queue {} quarantined: its scheduler's `{}` panicked {} times in a row",
+            self.queue, self.method, self.panics
+        )?;
+        match &self.message {
+            Some(m) => write!(f, " (last panic: {m:?})"),
+            None => write!(f, " (last panic: a payload that is not a string)"),
+        }
+    }
+}
+
+impl Quarantine {
+    /// The panic payload of a task that the quarantine ended.
+    pub(crate) fn task_payload(&self) -> String {
+        format!("tourbillon: {self}; the task was dropped unfinished")
     }
 }

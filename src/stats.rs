@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use std::rc::Rc;
 
-use crate::sched::Quarantine;
+use crate::error::Quarantine;
 use crate::task::id::TaskId;
 
 /// Counters of one queue, updated by the run loop (not sampled: exact).

@@ -1319,40 +1319,15 @@ fn every_file_in_exactly_one_layer() {
     fail("files and layers do not match", &errors);
 }
 
-/// Upward imports that the code has today and that are to be removed:
-/// (importing file, imported file). `no_upward_import` tolerates these
-/// and fails on any other, and on an entry here that no longer occurs (then
-/// delete the entry).
-const KNOWN_UPWARD: &[(&str, &str)] = &[
-    // `SpawnError::Quarantined(Quarantine)`: a leaf imports a type of sched/.
-    ("src/error.rs", "src/sched/mod.rs"),
-    // A unit test's `crate::yield_now().await`: the executor imports the
-    // root's re-export.
-    ("src/executor/launch.rs", "src/lib.rs"),
-];
-
 #[test]
 fn no_upward_import() {
     let repo = repo();
     let upward = upward_imports(&repo.krate, &repo.layers, &repo.layer_of);
-    let known = |imp: &Import| KNOWN_UPWARD.contains(&(imp.from.as_str(), imp.to.as_str()));
-    let mut errors: Vec<String> = upward
-        .iter()
-        .filter(|u| !known(&u.0))
-        .map(|u| u.1.clone())
-        .collect();
-    for (from, to) in KNOWN_UPWARD {
-        if !upward.iter().any(|u| u.0.from == *from && u.0.to == *to) {
-            errors.push(format!(
-                "{from} no longer imports {to} upward: delete the entry from KNOWN_UPWARD in tests/layers.rs"
-            ));
-        }
-    }
+    let errors: Vec<String> = upward.iter().map(|u| u.1.clone()).collect();
     fail("imports of a higher layer", &errors);
 }
 
 #[test]
-#[ignore = "the executor/ circle core-remote-backlog-spawning is being removed"]
 fn no_import_circle() {
     let repo = repo();
     fail(

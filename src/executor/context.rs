@@ -76,7 +76,7 @@ pub(crate) struct TaskScope;
 impl PollScope for TaskScope {
     #[inline(always)]
     fn enter(&self, task: RawTask) {
-        current::enter(task);
+        current::enter(task.header_addr());
     }
 
     #[inline(always)]

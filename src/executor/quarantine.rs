@@ -15,8 +15,8 @@
 
 use super::core::Core;
 use crate::boundary;
+use crate::error::Quarantine;
 use crate::error::SpawnError;
-use crate::sched::Quarantine;
 use crate::task::harness::end_idle_with;
 
 impl Core {

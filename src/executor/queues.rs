@@ -11,8 +11,9 @@ use std::time::Duration;
 use crate::boundary::PanicSink;
 use crate::clock::duration_ns;
 use crate::eevdf::{Eevdf, Entity};
+use crate::error::Quarantine;
 use crate::queue::QueueSpec;
-use crate::sched::{Quarantine, QueueScheduler};
+use crate::sched::QueueScheduler;
 use crate::stats::QueueCounters;
 use crate::task::id::{GroupId, TaskKey};
 

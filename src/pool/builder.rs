@@ -38,6 +38,17 @@ const DEFAULT_CAPACITY: NonZeroUsize = match NonZeroUsize::new(1024) {
 /// core of.
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
 
+impl<K> Pool<K>
+where
+    K: QueueKey + Send + Sync,
+{
+    /// A [`PoolBuilder`] (cores, placement, host, the executor of every
+    /// core).
+    pub fn builder() -> PoolBuilder<K> {
+        PoolBuilder::new()
+    }
+}
+
 impl<K> PoolBuilder<K>
 where
     K: QueueKey + Send + Sync,

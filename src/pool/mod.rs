@@ -240,12 +240,6 @@ impl<K> Pool<K>
 where
     K: QueueKey + Send + Sync,
 {
-    /// A [`PoolBuilder`] (cores, placement, host, the executor of every
-    /// core).
-    pub fn builder() -> PoolBuilder<K> {
-        PoolBuilder::new()
-    }
-
     pub(crate) fn start(
         id: u64,
         links: Vec<CoreLink<K>>,

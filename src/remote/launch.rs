@@ -102,7 +102,15 @@ mod tests {
             seen.fetch_add(1, Ordering::SeqCst);
             let local = Rc::new(41);
             async move {
-                crate::yield_now().await;
+                let mut yielded = false;
+                std::future::poll_fn(|_| {
+                    if std::mem::replace(&mut yielded, true) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                })
+                .await;
                 *local + 1
             }
         });

@@ -8,8 +8,8 @@ use std::rc::Weak;
 
 use super::ticket::Window;
 use crate::boundary::Payload;
+use crate::error::Quarantine;
 use crate::error::{SharesError, SpawnError};
-use crate::sched::Quarantine;
 use crate::stats::ExecutorStats;
 use crate::task::id::{GroupId, TaskKey};
 use crate::task::schedule::Schedule;

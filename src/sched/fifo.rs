@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 
-use super::Scheduler;
+use super::scheduler::Scheduler;
 use crate::task::id::{GroupId, TaskKey};
 
 /// First in, first out by the time a task became runnable: the default

@@ -41,8 +41,9 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::{Quarantine, Scheduler, QUARANTINE_AFTER};
+use super::scheduler::{Scheduler, QUARANTINE_AFTER};
 use crate::boundary::{call, panic_message, PanicSink, Payload};
+use crate::error::Quarantine;
 use crate::task::id::{GroupId, TaskKey};
 
 /// The methods of [`Scheduler`] the executor calls, each with its count

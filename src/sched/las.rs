@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use super::Scheduler;
+use super::scheduler::Scheduler;
 use crate::task::id::{GroupId, TaskKey};
 
 /// Least-attained-service scheduler (opt-in per queue; the default is

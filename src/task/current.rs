@@ -21,7 +21,7 @@
 use std::cell::Cell;
 
 use super::id::TaskId;
-use super::raw::{self, Header, RawTask};
+use super::raw::{header_ref, Header};
 
 thread_local! {
     /// Header address of the task this thread is polling (null if none).
@@ -83,10 +83,11 @@ impl Drop for DroppingGuard {
     }
 }
 
-/// Marks the start of a poll of `task` (inside a run: see [`save_marker`]).
+/// Marks the start of a poll of the task whose header is at `header`
+/// (`RawTask::header_addr`; inside a run: see [`save_marker`]).
 #[inline(always)]
-pub(crate) fn enter(task: RawTask) {
-    POLLING.with(|p| p.set(task.header_addr()));
+pub(crate) fn enter(header: *const ()) {
+    POLLING.with(|p| p.set(header));
     YIELDED.with(|y| y.set(false));
 }
 
@@ -115,7 +116,7 @@ fn on_owner_thread(header: &Header) -> bool {
     // RUNNING bit keeps its cell alive until the poll returns (S1, I1), and
     // this runs on this thread, so inside that poll; the reference ends
     // before we return.
-    let polled = unsafe { raw::header_ref(polling) };
+    let polled = unsafe { header_ref(polling) };
     polled.same_sink(header)
 }
 
@@ -168,7 +169,7 @@ pub(crate) fn task_id() -> Option<TaskId> {
     // `POLLING` is the header of the task this thread is polling (I5),
     // whose RUNNING bit keeps its cell alive (S1, I1) while this thread is
     // inside that poll, as it is here; the reference ends before we return.
-    Some(unsafe { raw::header_ref(header) }.task_id)
+    Some(unsafe { header_ref(header) }.task_id)
 }
 
 /// Whether this thread is polling a task right now.

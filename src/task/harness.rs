@@ -716,7 +716,7 @@ mod tests {
 
     impl PollScope for Current {
         fn enter(&self, task: RawTask) {
-            crate::task::current::enter(task);
+            crate::task::current::enter(task.header_addr());
         }
         fn leave(&self) -> bool {
             crate::task::current::leave()
