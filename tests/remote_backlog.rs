@@ -17,7 +17,7 @@ enum Q {
     Bg,
 }
 
-/// The window of a queue (`WINDOW` in `src/executor/backlog.rs`).
+/// The window of a queue (`WINDOW` in `src/remote/backlog.rs`).
 const WINDOW: usize = 64;
 
 /// What the tasks saw, in poll order.

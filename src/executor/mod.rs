@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
-//! The executor layer: the public handles ([`Executor`], [`Spawner`],
-//! `QueueHandle`, `TaskBuilder`, `RemoteSpawner`) and everything that runs
+//! The executor layer: the local handles ([`Executor`], [`Spawner`],
+//! `QueueHandle`, `TaskBuilder`) and everything that runs
 //! tasks: the run loop, the EEVDF pick, the queues at run time, the
 //! drivers. Below it, and imported one way: the task core (`crate::task`:
 //! cells, wakers, join and abort handles), the schedulers (`crate::sched`), the queue
@@ -9,14 +9,13 @@
 //! builder, which assembles a `Core`, and the crate's re-exports.
 //!
 //! Its files, from the bottom up; each imports only from files before it
-//! in this list, except `core`, `remote`, `backlog` and `spawning`, which
-//! import each other (the intake of remote spawns and `Core`):
-//! * data: `eevdf` (pure EEVDF arithmetic, imports nothing), `queues` (each
-//!   queue's scheduler and counters, and the EEVDF table), `run_state` (the
-//!   run loop's `Cell`s);
+//! in this list (`tests/layers.rs` checks that no two import each other in
+//! a circle):
+//! * data: `queues` (each queue's scheduler and counters, and the EEVDF
+//!   table of `crate::eevdf`), `run_state` (the run loop's `Cell`s);
 //! * `core`: `Core`, the state shared by the handles, and its operations
 //!   other than the run loop and spawning (wake, abort, shares, stats,
-//!   shutdown);
+//!   shutdown), and its side of remote work (`impl remote::Target`);
 //! * `impl Core` in files of their own, each importing `Core` (never the
 //!   reverse): `batch` (the ids a run holds), `accounting` (clock
 //!   checkpoints), `placement` (poll-boundary work, preemption),
@@ -24,14 +23,14 @@
 //!   runs, the poll), `quarantine` (a queue whose custom scheduler keeps
 //!   panicking) and `spawning` (the one spawn path);
 //! * `drive`: `block_on`, `run_until`, `run_until_stalled`;
-//! * the handles: `task_builder`, `queue_handle`, `remote`, and this file
+//! * the handles: `task_builder`, `queue_handle`, and this file
 //!   (`Executor`, `Spawner`, the free `spawn`).
 //!
-//! `inbox` (the thread-safe inbox, a leaf generic over its ops), `wake`
-//! (the executor's implementation of the task core's `Schedule` sink: where
-//! wakes and aborts go) and `context` (the thread-local current executor,
-//! and the `PollScope` the run loop gives the poll harness) are the task
-//! core's ways into the executor.
+//! `wake` (the executor's implementation of the task core's `Schedule`
+//! sink: where wakes and aborts go) and `context` (the thread-local current
+//! executor, and the `PollScope` the run loop gives the poll harness) are
+//! the task core's ways into the executor. Remote work (`crate::remote`)
+//! enters through `Core`'s `Target` implementation and `Intake::at_boundary`.
 //!
 //! The executor does not know any scheduler's internals (it calls a
 //! queue's scheduler through `QueueScheduler`) nor a task's layout (it

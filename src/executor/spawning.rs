@@ -3,9 +3,10 @@
 //! `Spawner`, `QueueHandle`, `TaskBuilder`, the free `spawn` and
 //! `try_spawn`) describes its task as a [`Spawn`] and hands it to
 //! [`Core::spawn_task`], which returns a local join handle; the op a
-//! `RemoteSpawner` sends runs [`Core::spawn_detached`] on the executor's
-//! thread, and attaches its own delivery. Both store the task and queue it
-//! in one step ([`Core::insert_and_queue`]).
+//! `RemoteSpawner` sends runs `Target::spawn_detached` (`remote/target.rs`,
+//! implemented in `executor/core.rs`) on the executor's thread, and
+//! attaches its own delivery. Both store the task and queue it in one step
+//! ([`Core::insert_and_queue`]).
 //!
 //! It owns the creation of tasks; it does not look queue keys up (the
 //! handles do), and it runs nothing: a new task waits for the run loop.
@@ -23,7 +24,7 @@ use crate::task::slab::TaskSlab;
 /// A task to spawn: the queue it goes to (an index), its keyed group (a
 /// group of its own if `None`), its name (for stall reports) and its
 /// future.
-#[must_use = "a `Spawn` spawns nothing until `Core::spawn_task` or `Core::spawn_detached` takes it"]
+#[must_use = "a `Spawn` spawns nothing until `Core::spawn_task` takes it"]
 pub(crate) struct Spawn<F> {
     pub(crate) queue: usize,
     pub(crate) group: Option<u64>,

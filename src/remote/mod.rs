@@ -1,31 +1,41 @@
 #![forbid(unsafe_code)]
-//! Cross-thread intake: everything by which other threads reach an
-//! executor, and how that work enters it.
+//! Spawning onto an executor from other threads.
 //!
-//! * [`RemoteSpawner`] submits `Send` futures to an executor's queues from
-//!   any thread; [`RemoteJoinHandle`] awaits or aborts such a task
-//!   (`spawner.rs`). [`BoundedRemoteSpawner`] does the same with a
-//!   capacity: at most that many of its tasks wait for their first poll
-//!   (`bounded.rs`, its semaphore in `gate.rs`). The launch forms (a
-//!   future, or a `Send` closure that makes one on the executor's thread)
-//!   are `launch.rs`.
-//! * What they send is a [`RemoteOp`](op::RemoteOp) in the executor's
-//!   inbox (`inbox.rs`, a short-lock queue generic over its ops, which
-//!   also carries foreign wakes and unparks the executor; `op.rs`).
-//! * On the executor's thread, at each poll boundary, the [`Intake`](intake::Intake)
-//!   takes the inbox's wakes and ops, and makes tasks of the spawns that
-//!   their queue's admission window lets in; the others wait in the
-//!   remote backlog (`backlog.rs`, rule T9 of docs/design.md).
+//! * [`RemoteSpawner`] (from
+//!   [`Executor::remote_spawner`](crate::Executor::remote_spawner)) is
+//!   `Send + Sync`: it submits `Send` futures to an executor's queues from
+//!   any thread; [`RemoteJoinHandle`] awaits or aborts such a task from
+//!   any thread.
+//! * [`BoundedRemoteSpawner`] does the same with a capacity: at most that
+//!   many of its tasks wait for their first poll; [`spawn`](BoundedRemoteSpawner::spawn)
+//!   waits for room ([`SpawnWait`]), [`try_spawn`](BoundedRemoteSpawner::try_spawn)
+//!   refuses with [`TrySpawnError`] when there is none.
 //!
-//! The layer reaches the executor only through [`Target`](target::Target)
-//! (`target.rs`), which the executor implements; it imports nothing of
-//! the executor. A remote spawn's walk: `spawner.rs` (`RemoteSpawner::spawn`,
-//! `submit`) → `inbox.rs` (`Inbox::push_op`) → `intake.rs`
-//! (`Intake::at_boundary`, on the executor's thread) → `backlog.rs` (the
-//! window, the line, the `Ticket`) → `spawner.rs` (`SpawnOp::run`) →
-//! `Target::spawn_detached`; at the task's first poll its `Ticket`
-//! (`ticket.rs`) gives its place in the window back.
+//! The executor takes remote spawns at its poll boundaries, in arrival
+//! order per queue, and makes them tasks while fewer than 64 remote tasks
+//! of their queue wait for their first poll (rule T9 of docs/design.md).
 
+// The layer, file by file: the handles (`spawner.rs`, `bounded.rs` with its
+// semaphore `gate.rs`, the launch forms `launch.rs`); what they send, a
+// `RemoteOp` (`op.rs`) in the executor's inbox (`inbox.rs`, a short-lock
+// queue generic over its ops, which also carries foreign wakes and unparks
+// the executor); on the executor's thread at each poll boundary, the
+// `Intake` (`intake.rs`) takes the inbox's wakes and ops and makes tasks of
+// the spawns their queue's admission window lets in, the others waiting in
+// the remote backlog (`backlog.rs`); a remote task holds its place in the
+// window with a `Ticket` (`ticket.rs`) until its first poll; what an
+// admitted spawn does is `admission.rs`. The layer
+// reaches the executor only through `Target` (`target.rs`), which
+// `executor/core.rs` implements; it imports nothing of the executor.
+//
+// A remote spawn's walk enters each file once: `spawner.rs`
+// (`RemoteSpawner::spawn`, `submit`) -> `op.rs` -> `inbox.rs`
+// (`Inbox::push_op`) -> `intake.rs` (`Intake::at_boundary`, on the
+// executor's thread) -> `backlog.rs` (the window, the line) -> `ticket.rs`
+// (`Ticket::new`) -> `admission.rs` (`SpawnOp::run`) -> `target.rs`
+// (`Target::spawn_detached`, the executor stores the task).
+
+pub(crate) mod admission;
 pub(crate) mod backlog;
 pub(crate) mod bounded;
 pub(crate) mod gate;

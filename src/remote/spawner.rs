@@ -41,9 +41,7 @@ use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use super::launch::Launch;
-use super::op::{Executor, Remote, RemoteOp, RemoteSpawn, SpawnOp};
-use super::ticket::{Admitted, Ticket};
-use crate::boundary;
+use super::op::{Remote, RemoteOp, RemoteSpawn};
 use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
 use crate::sync::{AtomicBool, Mutex, MutexGuard};
@@ -60,8 +58,8 @@ pub(crate) struct Shared<T, S: ?Sized> {
     /// `abort()` was called: a copy of the state's flag that the executor
     /// reads before spawning without taking the lock (`started`, under the
     /// lock, catches an abort that comes after the read).
-    aborted: AtomicBool,
-    spawn: S,
+    pub(super) aborted: AtomicBool,
+    pub(super) spawn: S,
 }
 
 /// The handle's view of a [`Shared`]: the result slot alone.
@@ -85,10 +83,10 @@ struct SlotState<T> {
 /// A remote task the executor has not taken yet: its queue, its group and
 /// what makes its future ([`Launch`]: the future, or a closure; taken out,
 /// once, by the executor's thread).
-struct Pending<L> {
-    queue: usize,
-    group: Option<u64>,
-    future: Mutex<Option<L>>,
+pub(super) struct Pending<L> {
+    pub(super) queue: usize,
+    pub(super) group: Option<u64>,
+    pub(super) future: Mutex<Option<L>>,
 }
 
 impl<T, S> Shared<T, S> {
@@ -118,7 +116,7 @@ impl<T, S: ?Sized> Shared<T, S> {
     /// Executor side, after spawning: publishes the id; `true` if `abort()`
     /// came first (it could not name the task: the executor aborts it, and
     /// the task is dropped unpolled).
-    fn started(&self, id: TaskKey, task: Option<TaskId>) -> bool {
+    pub(super) fn started(&self, id: TaskKey, task: Option<TaskId>) -> bool {
         let mut st = self.lock();
         st.id = Some(id);
         st.task = task;
@@ -144,7 +142,7 @@ impl<T, S: ?Sized> Shared<T, S> {
     /// result (user code), and a panic of its destructor must not unwind
     /// through the wake (user code too), nor the wake's through it (a panic
     /// while unwinding aborts the process).
-    fn complete(self: Arc<Self>, result: Result<T, JoinError>) {
+    pub(super) fn complete(self: Arc<Self>, result: Result<T, JoinError>) {
         let waker = {
             let mut st = self.lock();
             if st.done {
@@ -161,7 +159,7 @@ impl<T, S: ?Sized> Shared<T, S> {
     }
 
     /// The task will never deliver: the handle reads `Cancelled`.
-    fn cancel_slot(self: Arc<Self>) {
+    pub(super) fn cancel_slot(self: Arc<Self>) {
         let id = self.task_id();
         self.complete(Err(JoinError::cancelled(id)));
     }
@@ -169,7 +167,7 @@ impl<T, S: ?Sized> Shared<T, S> {
     /// The task's id, or a new one for a task that was never spawned (the
     /// executor shut down before it took the task, or its queue is
     /// quarantined).
-    fn task_id(&self) -> TaskId {
+    pub(super) fn task_id(&self) -> TaskId {
         *self.lock().task.get_or_insert_with(TaskId::next)
     }
 }
@@ -190,92 +188,8 @@ where
     }
 }
 
-impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
-    fn queue(&self) -> usize {
-        self.spawn.queue
-    }
-
-    fn run(self: Arc<Self>, target: &Executor, ticket: Ticket) {
-        let Some(future) = take(&self.spawn.future) else {
-            return;
-        };
-        if target.is_shut_down() || self.aborted.load(Ordering::Acquire) {
-            drop(ticket);
-            // Aborted before it started, or the executor shuts down: the
-            // future is dropped unpolled, then the handle reads Cancelled
-            // (at shutdown: or the panic of the future's destructor). Two
-            // calls into user code (the future's destructor, the wake of
-            // the handle's waker), each behind a boundary of its own: a
-            // panic of the first must not unwind through the second (a
-            // panic while unwinding aborts the process).
-            match boundary::drop_caught(future) {
-                Some(p) if target.is_shut_down() => {
-                    let id = self.task_id();
-                    self.complete(Err(JoinError::panic(id, p)));
-                }
-                Some(p) => {
-                    target.report(p);
-                    self.cancel_slot();
-                }
-                None => self.cancel_slot(),
-            }
-            return;
-        }
-        if let Some(why) = target.quarantine_of(self.spawn.queue) {
-            drop(ticket);
-            // Its queue is quarantined: the future is dropped unpolled,
-            // then the handle reads the quarantine's panic, each behind a
-            // boundary of its own, as above.
-            if let Some(p) = boundary::drop_caught(future) {
-                target.report(p);
-            }
-            let payload: boundary::Payload = Box::new(why.task_payload());
-            let id = self.task_id();
-            self.complete(Err(JoinError::panic(id, payload)));
-            return;
-        }
-        let (queue, group) = (self.spawn.queue, self.spawn.group);
-        let mut future = Some(Admitted::new(future.launch(), ticket));
-        let mut delivery = Some(self);
-        let mut aborted = false;
-        // Stores the task, then publishes its key and id to the slot and
-        // attaches the slot as the task's delivery.
-        let spawned = target.spawn_detached(queue, group, &mut |tasks, group| {
-            let future = future.take().expect("a spawn stores its task once");
-            let (oid, group) = tasks.insert(future, queue, group);
-            let id = oid.id();
-            let task = tasks.get(id).map(|e| e.task_id());
-            let slot = delivery.take().expect("a spawn stores its task once");
-            aborted = slot.started(id, task);
-            tasks.set_deliver(oid, slot);
-            (id, group)
-        });
-        match spawned {
-            // `abort()` came after the check above but before the id was
-            // known: the task is dropped unpolled at this boundary.
-            Ok(id) if aborted => target.abort(id),
-            Ok(_) => {}
-            // Refused before it was stored: the future is dropped unpolled
-            // and the handle reads Cancelled.
-            Err(_) => {
-                drop(future);
-                if let Some(slot) = delivery {
-                    slot.cancel_slot();
-                }
-            }
-        }
-    }
-
-    fn cancel(self: Arc<Self>) {
-        if let Some(future) = take(&self.spawn.future) {
-            drop(future);
-        }
-        self.cancel_slot();
-    }
-}
-
 /// Takes the launch out of a [`Pending`], once.
-fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
+pub(super) fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
     future.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
