@@ -102,7 +102,7 @@ mod tests {
             seen.fetch_add(1, Ordering::SeqCst);
             let local = Rc::new(41);
             async move {
-                crate::yield_now().await;
+                crate::yield_now::yield_now().await;
                 *local + 1
             }
         });

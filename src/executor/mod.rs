@@ -96,7 +96,8 @@ use crate::task::join::JoinHandle;
 /// [`SpawnError::Shutdown`].
 ///
 /// ```
-/// use tourbillon::{yield_now, Builder};
+/// use tourbillon::task::yield_now;
+/// use tourbillon::Builder;
 ///
 /// #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 /// enum Q { Requests, Compaction }
@@ -111,7 +112,7 @@ use crate::task::join::JoinHandle;
 ///         1
 ///     })?;
 ///     let fg = ex.spawn(Q::Requests, async { 41 })?;
-///     Ok::<_, tourbillon::SpawnError>(fg.await.unwrap() + bg.await.unwrap())
+///     Ok::<_, tourbillon::error::SpawnError>(fg.await.unwrap() + bg.await.unwrap())
 /// })?;
 /// assert_eq!(total, 42);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -186,7 +187,8 @@ impl<K: QueueKey> Executor<K> {
     /// the new weights from this instant on, with no burst and no loss.
     ///
     /// ```
-    /// use tourbillon::{Builder, SharesError};
+    /// use tourbillon::error::SharesError;
+    /// use tourbillon::Builder;
     ///
     /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
     /// ex.set_shares("bg", 4).unwrap();
@@ -244,13 +246,13 @@ impl<K: QueueKey> Executor<K> {
     ///
     /// `block_on` has no reactor: it runs CPU-bound work and futures woken
     /// by tourbillon itself, other tasks or other threads (channels, join
-    /// handles, [`yield_now`](fn@crate::yield_now)), but no timer or socket of
+    /// handles, [`yield_now`](fn@crate::task::yield_now)), but no timer or socket of
     /// any runtime. For those, nest the executor in the runtime that owns
     /// them with [`run_until`](Executor::run_until): tokio's or monoio's
     /// `rt.block_on(ex.run_until(fut))`, or async-io's
     /// `async_io::block_on(ex.run_until(fut))`. A tokio timer or
     /// socket used under `block_on` panics in tokio ("there is no reactor
-    /// running"): in a task, its [`JoinError`](crate::JoinError) then
+    /// running"): in a task, its [`JoinError`](crate::task::JoinError) then
     /// carries a message that says to use `run_until` in a tokio runtime;
     /// in the main future, `block_on` panics with that message (a `String`
     /// payload that ends with tokio's own message). Any other panic of the
@@ -259,7 +261,7 @@ impl<K: QueueKey> Executor<K> {
     /// # Panics
     /// If called from inside one of this executor's tasks (a task cannot
     /// block the thread that runs it); when `future` itself panics; with
-    /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), when a task
+    /// [`PanicPolicy::Propagate`](crate::config::PanicPolicy::Propagate), when a task
     /// or other user code the executor calls panics; in debug builds, when
     /// a custom [`Scheduler`](crate::sched::Scheduler) breaks its contract.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
@@ -338,7 +340,8 @@ impl<K: QueueKey> Executor<K> {
     /// ```
     /// use std::cell::Cell;
     /// use std::rc::Rc;
-    /// use tourbillon::{yield_now, Builder};
+    /// use tourbillon::task::yield_now;
+    /// use tourbillon::Builder;
     ///
     /// let ex = Builder::new().queue((), 1).build().unwrap();
     /// let done = Rc::new(Cell::new(0));

@@ -96,7 +96,7 @@ use submit::{Job, LoadGuard, Tracked};
 use timer::Timer;
 
 use crate::boundary;
-use crate::error::TrySpawnError;
+use crate::error::try_spawn::TrySpawnError;
 use crate::executor::bounded::BoundedRemoteSpawner;
 use crate::executor::core::{Core, RemoteOp};
 use crate::executor::launch::Make;
