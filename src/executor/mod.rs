@@ -71,8 +71,7 @@ use self::core::Core;
 use self::drive::{Drained, RunUntil};
 use self::queue_handle::QueueHandle;
 use self::remote::RemoteSpawner;
-use self::spawning::Spawn;
-use self::task_builder::TaskBuilder;
+use self::task_builder::{spawn_local, TaskBuilder};
 use crate::error::{SharesError, SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
 use crate::stats::{ExecutorStats, QueueStats};
@@ -130,10 +129,6 @@ impl<K: QueueKey> Executor<K> {
         }
     }
 
-    fn index(&self, key: K) -> Result<usize, UnknownQueue> {
-        self.spawner.index(key)
-    }
-
     /// Spawns `future` onto the queue `key`. Works before the executor runs,
     /// while it runs (from its tasks), and between runs.
     pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
@@ -141,9 +136,7 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner
-            .core
-            .spawn_task(Spawn::new(self.index(key)?, future))
+        self.spawner.spawn(key, future)
     }
 
     /// Spawns `future` onto the queue `key` in the group `group`: a user key
@@ -175,9 +168,7 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner
-            .core
-            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
+        self.spawner.spawn_in_group(key, group, future)
     }
 
     /// Changes the shares (weight) of the queue `key` at run time, from
@@ -430,7 +421,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn_task(Spawn::new(self.index(key)?, future))
+        spawn_local(&self.core, self.index(key), None, None, future)
     }
 
     /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
@@ -458,8 +449,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core
-            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
+        spawn_local(&self.core, self.index(key), Some(group), None, future)
     }
 }
 
@@ -502,7 +492,19 @@ where
     F::Output: 'static,
 {
     context::with_current(move |core| match core {
-        Some(core) => core.spawn_task(Spawn::here(core, future)),
+        Some(core) => spawn_local(core, Ok(current_queue(core)), None, None, future),
         None => Err(SpawnError::NoExecutor),
     })
+}
+
+/// The queue the free [`spawn`] spawns onto: the current task's, or the
+/// executor's default queue (`Builder::default_queue`) from the main future
+/// of `block_on` / `run_until`.
+#[inline(always)]
+fn current_queue(core: &Core) -> usize {
+    core.run
+        .current
+        .queue
+        .get()
+        .unwrap_or(core.cfg.default_queue)
 }
