@@ -71,7 +71,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tourbillon::stats::ExecutorStats;
-use tourbillon::{yield_now, Builder};
+use tourbillon::task::yield_now;
+use tourbillon::Builder;
 
 /// Range of one poll's CPU work.
 const POLL_US: (u64, u64) = (10, 50);

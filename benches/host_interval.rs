@@ -35,7 +35,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tourbillon::{yield_now, Builder};
+use tourbillon::task::yield_now;
+use tourbillon::Builder;
 
 /// Host-yield intervals compared, us.
 const INTERVALS_US: [u64; 4] = [500, 200, 100, 50];

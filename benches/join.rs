@@ -111,7 +111,7 @@ fn join_await(c: &mut Criterion) {
         b.iter_custom(|iters| {
             ex.block_on(async {
                 let spawn = |f| ex.spawn(0, f).unwrap();
-                finished!(spawn, tourbillon::yield_now, iters)
+                finished!(spawn, tourbillon::task::yield_now, iters)
             })
         })
     });
@@ -126,7 +126,7 @@ fn join_await(c: &mut Criterion) {
         b.iter_custom(|iters| {
             ex.block_on(async {
                 let spawn = |f| ex.spawn(0, f).unwrap();
-                pending!(spawn, tourbillon::yield_now, iters)
+                pending!(spawn, tourbillon::task::yield_now, iters)
             })
         })
     });

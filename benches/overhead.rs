@@ -104,7 +104,7 @@ fn tokio_localset(tasks: usize) -> Duration {
 
 async fn task(i: usize) -> usize {
     for _ in 0..YIELDS {
-        tourbillon::yield_now().await;
+        tourbillon::task::yield_now().await;
     }
     i
 }
@@ -131,7 +131,7 @@ async fn tourbillon_workload_spread(
     spread: Spread,
 ) -> Duration {
     let warm: Vec<_> = (0..WARMUP)
-        .map(|_| ex.spawn(0, tourbillon::yield_now()).unwrap())
+        .map(|_| ex.spawn(0, tourbillon::task::yield_now()).unwrap())
         .collect();
     for h in warm {
         h.await.unwrap();

@@ -81,7 +81,7 @@ fn workload(ex: &tourbillon::Executor<u8>, yields: usize, tasks: usize) {
                 handles[mask.map_or_else(|| i % n, |m| i & m)]
                     .spawn(async move {
                         for _ in 0..yields {
-                            tourbillon::yield_now().await;
+                            tourbillon::task::yield_now().await;
                         }
                         i
                     })
@@ -157,7 +157,7 @@ fn workload_nested(tasks: usize) {
             .map(|i| {
                 q.spawn(async move {
                     for _ in 0..5 {
-                        tourbillon::yield_now().await;
+                        tourbillon::task::yield_now().await;
                     }
                     i
                 })

@@ -203,15 +203,15 @@ trait RemoteSys {
     async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T;
 }
 
-impl RemoteSys for tourbillon::RemoteSpawner<u8> {
-    type Handle<T: Send + 'static> = tourbillon::RemoteJoinHandle<T>;
+impl RemoteSys for tourbillon::remote::RemoteSpawner<u8> {
+    type Handle<T: Send + 'static> = tourbillon::remote::RemoteJoinHandle<T>;
 
     fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        tourbillon::RemoteSpawner::spawn(self, 0, f).unwrap()
+        tourbillon::remote::RemoteSpawner::spawn(self, 0, f).unwrap()
     }
 
     async fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
@@ -222,8 +222,8 @@ impl RemoteSys for tourbillon::RemoteSpawner<u8> {
 /// The bounded path: each spawn awaits room (`BoundedRemoteSpawner::spawn`,
 /// which parks the remote thread's `block_on` while the spawner is full,
 /// until the executor has first-polled half the capacity of its tasks).
-impl RemoteSys for tourbillon::BoundedRemoteSpawner<u8> {
-    type Handle<T: Send + 'static> = tourbillon::RemoteJoinHandle<T>;
+impl RemoteSys for tourbillon::remote::BoundedRemoteSpawner<u8> {
+    type Handle<T: Send + 'static> = tourbillon::remote::RemoteJoinHandle<T>;
 
     fn spawn<F>(&self, f: F) -> Self::Handle<F::Output>
     where
@@ -238,7 +238,7 @@ impl RemoteSys for tourbillon::BoundedRemoteSpawner<u8> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        tourbillon::BoundedRemoteSpawner::spawn(self, 0, f)
+        tourbillon::remote::BoundedRemoteSpawner::spawn(self, 0, f)
             .await
             .unwrap()
     }
@@ -411,7 +411,7 @@ fn serve_tourbillon(ex: &tourbillon::Executor<u8>, runs: mpsc::Receiver<Run>) {
     }
 }
 
-fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::RemoteSpawner<u8>> {
+fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::remote::RemoteSpawner<u8>> {
     ExecThread::start("tourbillon", pin, |tx, runs| {
         let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
         tx.send(ex.remote_spawner()).unwrap();
@@ -422,7 +422,7 @@ fn start_tourbillon(pin: bool) -> ExecThread<tourbillon::RemoteSpawner<u8>> {
 fn start_tourbillon_bounded(
     pin: bool,
     capacity: usize,
-) -> ExecThread<tourbillon::BoundedRemoteSpawner<u8>> {
+) -> ExecThread<tourbillon::remote::BoundedRemoteSpawner<u8>> {
     ExecThread::start("tourbillon-bounded", pin, move |tx, runs| {
         let ex = tourbillon::Builder::new().queue(0u8, 1).build().unwrap();
         let capacity = std::num::NonZeroUsize::new(capacity).expect("--capacity is at least 1");
@@ -468,8 +468,8 @@ fn start_async_executor(pin: bool) -> ExecThread<Arc<async_executor::Executor<'s
 /// started at its system's first run.
 #[derive(Default)]
 struct Kept {
-    tourbillon: Option<ExecThread<tourbillon::RemoteSpawner<u8>>>,
-    bounded: Option<ExecThread<tourbillon::BoundedRemoteSpawner<u8>>>,
+    tourbillon: Option<ExecThread<tourbillon::remote::RemoteSpawner<u8>>>,
+    bounded: Option<ExecThread<tourbillon::remote::BoundedRemoteSpawner<u8>>>,
     tokio: Option<ExecThread<tokio::runtime::Handle>>,
     async_executor: Option<ExecThread<Arc<async_executor::Executor<'static>>>>,
 }
@@ -1189,7 +1189,7 @@ fn profile(n: usize, bounded: bool) {
 #[inline(never)]
 fn profile_warm_up(
     ex: &tourbillon::Executor<u8>,
-    remote: &tourbillon::RemoteSpawner<u8>,
+    remote: &tourbillon::remote::RemoteSpawner<u8>,
     n: usize,
 ) {
     let hs: Vec<_> = (0..n)
@@ -1205,9 +1205,9 @@ fn profile_warm_up(
 
 #[inline(never)]
 fn profile_spawn(
-    remote: &tourbillon::RemoteSpawner<u8>,
+    remote: &tourbillon::remote::RemoteSpawner<u8>,
     n: usize,
-) -> Vec<tourbillon::RemoteJoinHandle<usize>> {
+) -> Vec<tourbillon::remote::RemoteJoinHandle<usize>> {
     (0..n)
         .map(|i| remote.spawn(0, async move { i }).unwrap())
         .collect()
@@ -1217,9 +1217,9 @@ fn profile_spawn(
 /// [`profile_spawn`] (a bounded spawner of capacity `N`, never full).
 #[inline(never)]
 fn profile_bounded_spawn(
-    remote: &tourbillon::BoundedRemoteSpawner<u8>,
+    remote: &tourbillon::remote::BoundedRemoteSpawner<u8>,
     n: usize,
-) -> Vec<tourbillon::RemoteJoinHandle<usize>> {
+) -> Vec<tourbillon::remote::RemoteJoinHandle<usize>> {
     futures::executor::block_on(async {
         let mut hs = Vec::with_capacity(n);
         for i in 0..n {
@@ -1235,7 +1235,7 @@ fn profile_exec(ex: &tourbillon::Executor<u8>) -> u64 {
 }
 
 #[inline(never)]
-fn profile_join(hs: Vec<tourbillon::RemoteJoinHandle<usize>>) -> usize {
+fn profile_join(hs: Vec<tourbillon::remote::RemoteJoinHandle<usize>>) -> usize {
     futures::executor::block_on(async {
         let mut sum = 0usize;
         for h in hs {
@@ -1260,7 +1260,7 @@ fn profile_feed(n: usize) {
             let mut hs = Vec::with_capacity(n);
             for i in 0..n {
                 hs.push(remote.spawn(0, async move { i }).unwrap());
-                tourbillon::yield_now().await;
+                tourbillon::task::yield_now().await;
             }
             hs
         });

@@ -11,7 +11,7 @@
 //!   (the id echoed), one request after the other.
 //! * **Background** (bg): 4 tasks (`--bg`) that each spin `--bg-poll-us`
 //!   microseconds (default both 50 and 200, one series each) then yield
-//!   (`tokio::task::yield_now` under tokio, `tourbillon::yield_now` under
+//!   (`tokio::task::yield_now` under tokio, `tourbillon::task::yield_now` under
 //!   tourbillon), until the connections are closed. One *chunk* is one
 //!   spin of `--bg-poll-us`; bg throughput is chunks completed inside the
 //!   measured window, per second.
@@ -461,7 +461,7 @@ fn tourbillon_server(
                         stop,
                         chunks,
                         window,
-                        tourbillon::yield_now,
+                        tourbillon::task::yield_now,
                     ))
                 };
                 h.unwrap()

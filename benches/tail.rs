@@ -348,7 +348,7 @@ impl System {
                 let run = Run::new(
                     case.clone(),
                     Box::new(move |run, j| {
-                        drop(q.spawn(task(run, j, tourbillon::yield_now)).unwrap())
+                        drop(q.spawn(task(run, j, tourbillon::task::yield_now)).unwrap())
                     }),
                 );
                 ex.block_on(run.clone().generate());

@@ -14,7 +14,7 @@
 //!   `spawn_local`, `tokio::task::yield_now` (which defers the wake to the
 //!   end of the scheduler tick);
 //! * `tourbillon`: standalone `block_on`, one `RunnableFifo` queue,
-//!   `tourbillon::yield_now`;
+//!   `tourbillon::task::yield_now`;
 //! * `tourbillon_nested`: the same executor nested in a tokio
 //!   `current_thread` runtime (`run_until`): a yield waits for the next host
 //!   turn, so this series includes the executor's return to tokio.
@@ -86,7 +86,7 @@ fn yields(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 ex.block_on(async {
                     let spawn = |f| ex.spawn(0, f).unwrap();
-                    yield_round!(spawn, tourbillon::yield_now, t, iters)
+                    yield_round!(spawn, tourbillon::task::yield_now, t, iters)
                 })
             })
         });
@@ -94,7 +94,7 @@ fn yields(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 rt.block_on(ex.run_until(async {
                     let spawn = |f| ex.spawn(0, f).unwrap();
-                    yield_round!(spawn, tourbillon::yield_now, t, iters)
+                    yield_round!(spawn, tourbillon::task::yield_now, t, iters)
                 }))
             })
         });

@@ -27,7 +27,7 @@ fn main() {
     let sum = ex.block_on(async move {
         // Runs the executor's tasks while the producer waits for room.
         while !producer.is_finished() {
-            tourbillon::yield_now().await;
+            tourbillon::task::yield_now().await;
         }
         let mut sum = 0;
         for h in producer.join().unwrap() {

@@ -29,8 +29,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use tourbillon::sched::{RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskKey};
-use tourbillon::{yield_now, Builder, QueueSpec, Spawner};
+use tourbillon::task::{yield_now, GroupId, TaskKey};
+use tourbillon::{Builder, QueueSpec, Spawner};
 
 /// Deadlines by task, shared by the user (who inserts) and the scheduler.
 type Deadlines = Rc<RefCell<HashMap<TaskKey, Instant>>>;

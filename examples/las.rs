@@ -26,7 +26,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tourbillon::sched::{Las, RunnableFifo, Scheduler};
-use tourbillon::{yield_now, Builder, QueueHandle, QueueSpec};
+use tourbillon::task::yield_now;
+use tourbillon::{Builder, QueueHandle, QueueSpec};
 
 const RUN_FOR: Duration = Duration::from_millis(600);
 const CHUNK: Duration = Duration::from_micros(60);

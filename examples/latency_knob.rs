@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tourbillon::stats::LatencyHistogram;
-use tourbillon::task::yield_maybe;
-use tourbillon::{yield_now, Builder, QueueSpec};
+use tourbillon::task::{yield_maybe, yield_now};
+use tourbillon::{Builder, QueueSpec};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

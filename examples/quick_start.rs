@@ -1,4 +1,5 @@
-use tourbillon::{yield_now, Builder};
+use tourbillon::task::yield_now;
+use tourbillon::Builder;
 
 // Queues are named by any `Copy + Eq + Hash + Debug` key, typically an enum.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

@@ -12,7 +12,7 @@
 //! which hands the payload back the same way), with no `RefCell` of its own
 //! borrowed in a way the call could observe, and only where its own state
 //! is whole whatever the call does. A panic that comes back goes to the
-//! executor's [`PanicSink`], where the [`PanicPolicy`](crate::PanicPolicy)
+//! executor's [`PanicSink`], where the [`PanicPolicy`](crate::config::PanicPolicy)
 //! decides:
 //!
 //! * a task's own poll or destructor: the task ends as panicked, and its

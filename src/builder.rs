@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::boundary::PanicSink;
 use crate::clock::{duration_ns, Clock, ExecutorClock, ManualClock, SystemClock};
 use crate::config::{
-    Config, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS, DEFAULT_MIN_RUN,
-    MAX_QUEUES, MAX_SHARES,
+    Config, PanicPolicy, DEFAULT_BASE_SLICE, DEFAULT_HOST_YIELD_INTERVAL, DEFAULT_MAX_POLLS,
+    DEFAULT_MIN_RUN, MAX_QUEUES, MAX_SHARES,
 };
 use crate::error::BuildError;
 use crate::executor::core::Core;
@@ -21,44 +21,6 @@ use crate::executor::queues::Queues;
 use crate::executor::Executor;
 use crate::queue::{KeyMap, QueueKey, QueueSpec};
 use crate::stats::{Stall, StallReport};
-
-/// What happens when a task, or other user code the executor calls,
-/// panics.
-///
-/// Every call into user code is caught: polling and dropping futures,
-/// dropping outputs and panic payloads, waking joiners' and hosts' wakers,
-/// the methods of a custom [`Scheduler`](crate::sched::Scheduler),
-/// [`Clock::now_ns`](crate::clock::Clock::now_ns), the stall detector's callback
-/// and `tracing` subscribers. Whatever the policy, the executor's state
-/// stays whole: every task reaches a final state that its join handle
-/// reads, the counters stay exact, and dropping the executor never panics.
-/// A panic of user code other than a task is replaced by a safe default
-/// (a clock read gives the last reading, a scheduler's failed `push` is
-/// kept by the executor, a waker's panic wakes nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PanicPolicy {
-    /// Catch the panic at the poll: the task ends, its [`JoinHandle`]
-    /// gives [`JoinError`] with the payload, every other task keeps running
-    /// and keeps its share. tokio's behaviour; the default. Panics of other
-    /// user code are dropped and counted in
-    /// [`ExecutorStats::caught_panics`](crate::stats::ExecutorStats::caught_panics).
-    /// Nothing unwinds out of `block_on`, `run_until` or
-    /// `run_until_stalled` apart from their own main future.
-    ///
-    /// [`JoinHandle`]: crate::JoinHandle
-    /// [`JoinError`]: crate::JoinError
-    #[default]
-    Catch,
-    /// The task ends as with `Catch`, then the panic resumes out of
-    /// `block_on` / `run_until` / `run_until_stalled` at the end of the
-    /// executor's turn (the join handle gets a placeholder payload). A panic
-    /// of other user code resumes the same way. One panic resumes per turn:
-    /// others caught meanwhile are dropped and counted in
-    /// [`ExecutorStats::caught_panics`](crate::stats::ExecutorStats::caught_panics).
-    /// The executor stays consistent: it can be run again, and dropping it
-    /// drops every task once (and never panics).
-    Propagate,
-}
 
 /// Builds an [`Executor`]: its queues (key, shares, scheduler) and options.
 ///
@@ -152,7 +114,8 @@ impl<K: QueueKey> Builder<K> {
     /// Polls that do real work make the share smaller.
     ///
     /// ```
-    /// use tourbillon::{yield_now, Builder};
+    /// use tourbillon::task::yield_now;
+    /// use tourbillon::Builder;
     ///
     /// let ex = Builder::new().queue("q", 1).latency_histograms(true).build().unwrap();
     /// ex.block_on(async {
@@ -170,7 +133,7 @@ impl<K: QueueKey> Builder<K> {
     /// Reports every poll that runs for at least `threshold` (a task that
     /// blocks the thread, or computes too long between yields) to
     /// `report`, with its queue, task id, task name
-    /// ([`TaskBuilder::name`](crate::TaskBuilder::name)) and duration, and
+    /// ([`TaskBuilder::name`](crate::task::TaskBuilder::name)) and duration, and
     /// counts it in [`QueueStats::stalls`](crate::stats::QueueStats::stalls).
     /// `report` runs on the executor's thread right after the poll; a
     /// panic there is handled by the [`PanicPolicy`]. The executor drops
@@ -233,7 +196,7 @@ impl<K: QueueKey> Builder<K> {
     }
 
     /// The queue of tasks spawned with the free [`spawn`](crate::spawn),
-    /// [`try_spawn`](crate::try_spawn) or [`JoinSet::spawn`](crate::JoinSet::spawn)
+    /// [`try_spawn`](crate::try_spawn) or [`JoinSet::spawn`](crate::task::JoinSet::spawn)
     /// outside a task: from the main future of
     /// [`block_on`](crate::Executor::block_on) or
     /// [`run_until`](crate::Executor::run_until), which belongs to no queue.
@@ -324,7 +287,8 @@ impl<K: QueueKey> Builder<K> {
     /// boundary after its slice; any other clock it reads at run
     /// boundaries and after as many polls as its estimate of the poll cost
     /// says fit in what is left of the slice (see
-    /// [`BuilderExt::read_clock_every_poll`](crate::testing::BuilderExt::read_clock_every_poll)).
+    /// `testing::BuilderExt::read_clock_every_poll`, cargo feature
+    /// `testing`).
     pub fn clock<C: Clock>(mut self, clock: C) -> Self {
         self.manual_clock = TypeId::of::<C>() == TypeId::of::<ManualClock>();
         self.clock = Some(ExecutorClock::from_clock(clock));

@@ -129,8 +129,8 @@ pub(crate) fn in_turn<R>(budget: &TaskBudget, mut start: HostStart, turn: impl F
     }
 }
 
-/// A join's unit of tokio's budget ([`JoinHandle`](crate::JoinHandle),
-/// [`RemoteJoinHandle`](crate::RemoteJoinHandle), [`JoinSet`](crate::JoinSet)),
+/// A join's unit of tokio's budget ([`JoinHandle`](crate::task::JoinHandle),
+/// [`RemoteJoinHandle`](crate::remote::RemoteJoinHandle), [`JoinSet`](crate::task::JoinSet)),
 /// as tokio's `JoinHandle` takes one: `Pending` when the budget is spent
 /// (tokio wakes `cx`'s waker at its next turn). Call
 /// [`RestoreOnPending::made_progress`] on the result when the join returns

@@ -1,12 +1,16 @@
 #![forbid(unsafe_code)]
 //! Typed errors: configuration ([`BuildError`]), key lookups
-//! ([`UnknownQueue`]), spawning ([`SpawnError`], and
-//! [`TrySpawnError`] for a bounded remote spawner's `try_spawn`), reweighting
-//! ([`SharesError`]). A task's failure, [`JoinError`](crate::JoinError), is
-//! the task core's (`task/join_error.rs`).
+//! ([`UnknownQueue`]), spawning ([`SpawnError`]), reweighting
+//! ([`SharesError`]). A bounded remote spawner's `try_spawn` fails with
+//! [`remote::TrySpawnError`](crate::remote::TrySpawnError) (defined here,
+//! exported with the remote spawners); a task's failure,
+//! [`task::JoinError`](crate::task::JoinError), is the task core's
+//! (`task/join_error.rs`).
 
 use std::error::Error;
 use std::fmt;
+
+use self::quarantine::Quarantine;
 
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +111,8 @@ impl Error for BuildError {}
 /// key at hand anyway.
 ///
 /// ```
-/// use tourbillon::{Builder, UnknownQueue};
+/// use tourbillon::error::UnknownQueue;
+/// use tourbillon::Builder;
 ///
 /// let ex = Builder::new().queue("fg", 1).build().unwrap();
 /// let err: UnknownQueue = ex.queue("bg").unwrap_err();
@@ -184,84 +189,6 @@ impl From<UnknownQueue> for SpawnError {
     }
 }
 
-/// Why [`BoundedRemoteSpawner::try_spawn`](crate::BoundedRemoteSpawner::try_spawn)
-/// did not spawn: each variant hands the future back, unpolled, as tokio's
-/// `TrySendError` hands the value back.
-///
-/// ```
-/// use std::num::NonZeroUsize;
-/// use tourbillon::{Builder, TrySpawnError};
-///
-/// let ex = Builder::new().queue("jobs", 1).build().unwrap();
-/// let tx = ex.bounded_remote_spawner(NonZeroUsize::new(1).unwrap());
-/// let _first = tx.try_spawn("jobs", async { 1 }).unwrap();
-/// let err = tx.try_spawn("jobs", async { 2 }).unwrap_err();
-/// assert!(err.is_full());
-/// assert_eq!(
-///     err.to_string(),
-///     "the bounded remote spawner is full: its capacity is taken by tasks the executor has not polled yet"
-/// );
-/// let future = err.into_inner(); // not lost: spawn it later, or elsewhere
-/// # drop(future);
-/// ```
-#[non_exhaustive]
-pub enum TrySpawnError<F> {
-    /// No room: the spawner's capacity is taken by tasks the executor has
-    /// not polled yet (or senders wait for room).
-    Full(F),
-    /// The executor has been dropped (shut down); it accepts no new task.
-    Shutdown(F),
-    /// No queue with this key was declared in the builder.
-    UnknownQueue(UnknownQueue, F),
-}
-
-impl<F> TrySpawnError<F> {
-    /// The future that was not spawned.
-    pub fn into_inner(self) -> F {
-        match self {
-            TrySpawnError::Full(f) | TrySpawnError::Shutdown(f) => f,
-            TrySpawnError::UnknownQueue(_, f) => f,
-        }
-    }
-
-    /// Whether the spawner was full (trying again later may succeed).
-    pub fn is_full(&self) -> bool {
-        matches!(self, TrySpawnError::Full(_))
-    }
-
-    /// Whether the executor is shut down.
-    pub fn is_shutdown(&self) -> bool {
-        matches!(self, TrySpawnError::Shutdown(_))
-    }
-}
-
-impl<F> fmt::Debug for TrySpawnError<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TrySpawnError::Full(_) => f.write_str("Full(..)"),
-            TrySpawnError::Shutdown(_) => f.write_str("Shutdown(..)"),
-            TrySpawnError::UnknownQueue(e, _) => {
-                f.debug_tuple("UnknownQueue").field(e).field(&"..").finish()
-            }
-        }
-    }
-}
-
-impl<F> fmt::Display for TrySpawnError<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TrySpawnError::Full(_) => write!(
-                f,
-                "the bounded remote spawner is full: its capacity is taken by tasks the executor has not polled yet"
-            ),
-            TrySpawnError::Shutdown(_) => fmt::Display::fmt(&SpawnError::Shutdown, f),
-            TrySpawnError::UnknownQueue(e, _) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl<F> Error for TrySpawnError<F> {}
-
 /// Why [`Executor::set_shares`](crate::Executor::set_shares) refused a
 /// new weight. The queue keeps its old shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,47 +239,144 @@ impl From<UnknownQueue> for SharesError {
     }
 }
 
-/// Why a queue was quarantined: a method of its custom [`Scheduler`](crate::sched::Scheduler)
-/// panicked [`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER) times in a row. Read it in
-/// [`QueueStats::quarantine`](crate::stats::QueueStats::quarantine) and
-/// [`SpawnError::Quarantined`](crate::SpawnError::Quarantined).
-///
-/// Its `Display` is the message of the quarantine:
-///
-/// ```text
-/// queue "jobs" quarantined: its scheduler's `pop` panicked 3 times in a row (last panic: "index out of bounds")
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Quarantine {
-    /// The queue's key, as `{:?}` prints it.
-    pub queue: String,
-    /// The method that kept panicking: `"push"`, `"pop"`, `"len"`,
-    /// `"wants_timing"`, `"polled"`, `"forget"` or `"group_ended"`.
-    pub method: &'static str,
-    /// Its panics in a row ([`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER)).
-    pub panics: u32,
-    /// The message of the last of them, if its payload is a string.
-    pub message: Option<String>,
-}
+/// `TrySpawnError`, in a crate-private module of its own so that the public
+/// API has it at one path only, `remote::TrySpawnError`, next to the
+/// spawner that returns it (`lib.rs` re-exports it there).
+pub(crate) mod try_spawn {
+    use std::error::Error;
+    use std::fmt;
 
-impl fmt::Display for Quarantine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "queue {} quarantined: its scheduler's `{}` panicked {} times in a row",
-            self.queue, self.method, self.panics
-        )?;
-        match &self.message {
-            Some(m) => write!(f, " (last panic: {m:?})"),
-            None => write!(f, " (last panic: a payload that is not a string)"),
+    use super::{SpawnError, UnknownQueue};
+
+    /// Why [`BoundedRemoteSpawner::try_spawn`](crate::remote::BoundedRemoteSpawner::try_spawn)
+    /// did not spawn: each variant hands the future back, unpolled, as tokio's
+    /// `TrySendError` hands the value back.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tourbillon::remote::TrySpawnError;
+    /// use tourbillon::Builder;
+    ///
+    /// let ex = Builder::new().queue("jobs", 1).build().unwrap();
+    /// let tx = ex.bounded_remote_spawner(NonZeroUsize::new(1).unwrap());
+    /// let _first = tx.try_spawn("jobs", async { 1 }).unwrap();
+    /// let err = tx.try_spawn("jobs", async { 2 }).unwrap_err();
+    /// assert!(err.is_full());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "the bounded remote spawner is full: its capacity is taken by tasks the executor has not polled yet"
+    /// );
+    /// let future = err.into_inner(); // not lost: spawn it later, or elsewhere
+    /// # drop(future);
+    /// ```
+    #[non_exhaustive]
+    pub enum TrySpawnError<F> {
+        /// No room: the spawner's capacity is taken by tasks the executor has
+        /// not polled yet (or senders wait for room).
+        Full(F),
+        /// The executor has been dropped (shut down); it accepts no new task.
+        Shutdown(F),
+        /// No queue with this key was declared in the builder.
+        UnknownQueue(UnknownQueue, F),
+    }
+
+    impl<F> TrySpawnError<F> {
+        /// The future that was not spawned.
+        pub fn into_inner(self) -> F {
+            match self {
+                TrySpawnError::Full(f) | TrySpawnError::Shutdown(f) => f,
+                TrySpawnError::UnknownQueue(_, f) => f,
+            }
+        }
+
+        /// Whether the spawner was full (trying again later may succeed).
+        pub fn is_full(&self) -> bool {
+            matches!(self, TrySpawnError::Full(_))
+        }
+
+        /// Whether the executor is shut down.
+        pub fn is_shutdown(&self) -> bool {
+            matches!(self, TrySpawnError::Shutdown(_))
         }
     }
+
+    impl<F> fmt::Debug for TrySpawnError<F> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                TrySpawnError::Full(_) => f.write_str("Full(..)"),
+                TrySpawnError::Shutdown(_) => f.write_str("Shutdown(..)"),
+                TrySpawnError::UnknownQueue(e, _) => {
+                    f.debug_tuple("UnknownQueue").field(e).field(&"..").finish()
+                }
+            }
+        }
+    }
+
+    impl<F> fmt::Display for TrySpawnError<F> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                TrySpawnError::Full(_) => write!(
+                    f,
+                    "the bounded remote spawner is full: its capacity is taken by tasks the executor has not polled yet"
+                ),
+                TrySpawnError::Shutdown(_) => fmt::Display::fmt(&SpawnError::Shutdown, f),
+                TrySpawnError::UnknownQueue(e, _) => fmt::Display::fmt(e, f),
+            }
+        }
+    }
+
+    impl<F> Error for TrySpawnError<F> {}
 }
 
-impl Quarantine {
-    /// The panic payload of a task that the quarantine ended.
-    pub(crate) fn task_payload(&self) -> String {
-        format!("tourbillon: {self}; the task was dropped unfinished")
+/// `Quarantine`, in a crate-private module of its own so that the public
+/// API has it at one path only, `sched::Quarantine`, next to the
+/// schedulers whose panics cause it (`sched/mod.rs` re-exports it there).
+pub(crate) mod quarantine {
+    use std::fmt;
+
+    /// Why a queue was quarantined: a method of its custom [`Scheduler`](crate::sched::Scheduler)
+    /// panicked [`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER) times in a row.
+    /// Read it in
+    /// [`QueueStats::quarantine`](crate::stats::QueueStats::quarantine) and
+    /// [`SpawnError::Quarantined`](crate::error::SpawnError::Quarantined).
+    ///
+    /// Its `Display` is the message of the quarantine:
+    ///
+    /// ```text
+    /// queue "jobs" quarantined: its scheduler's `pop` panicked 3 times in a row (last panic: "index out of bounds")
+    /// ```
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub struct Quarantine {
+        /// The queue's key, as `{:?}` prints it.
+        pub queue: String,
+        /// The method that kept panicking: `"push"`, `"pop"`, `"len"`,
+        /// `"wants_timing"`, `"polled"`, `"forget"` or `"group_ended"`.
+        pub method: &'static str,
+        /// Its panics in a row ([`QUARANTINE_AFTER`](crate::sched::QUARANTINE_AFTER)).
+        pub panics: u32,
+        /// The message of the last of them, if its payload is a string.
+        pub message: Option<String>,
+    }
+
+    impl fmt::Display for Quarantine {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(
+                f,
+                "queue {} quarantined: its scheduler's `{}` panicked {} times in a row",
+                self.queue, self.method, self.panics
+            )?;
+            match &self.message {
+                Some(m) => write!(f, " (last panic: {m:?})"),
+                None => write!(f, " (last panic: a payload that is not a string)"),
+            }
+        }
+    }
+
+    impl Quarantine {
+        /// The panic payload of a task that the quarantine ended.
+        pub(crate) fn task_payload(&self) -> String {
+            format!("tourbillon: {self}; the task was dropped unfinished")
+        }
     }
 }

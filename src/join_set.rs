@@ -23,7 +23,7 @@ use crate::task::join_error::JoinError;
 /// [`spawn_on`](JoinSet::spawn_on) (onto a chosen queue) or
 /// [`insert`](JoinSet::insert) (the handle of a task spawned by any other
 /// entry point: [`Executor::spawn`](crate::Executor::spawn), a
-/// [`Spawner`](crate::Spawner), a [`TaskBuilder`](crate::TaskBuilder), ...).
+/// [`Spawner`](crate::Spawner), a [`TaskBuilder`](crate::task::TaskBuilder), ...).
 /// [`join_next`](JoinSet::join_next) gives the result of the task that
 /// finished first among those not yet joined, whatever the order they were
 /// added in.
@@ -39,8 +39,8 @@ use crate::task::join_error::JoinError;
 /// (one unit per joined task; see [`join_next`](JoinSet::join_next)).
 ///
 /// ```
-/// use tourbillon::task::yield_now;
-/// use tourbillon::{Builder, JoinSet};
+/// use tourbillon::task::{yield_now, JoinSet};
+/// use tourbillon::Builder;
 ///
 /// let ex = Builder::new().queue("q", 1).build().unwrap();
 /// let done = ex.block_on(async {
@@ -170,7 +170,8 @@ impl<T: 'static> JoinSet<T> {
     /// The tasks still in the set are then aborted (the set is dropped).
     ///
     /// ```
-    /// use tourbillon::{Builder, JoinSet};
+    /// use tourbillon::task::JoinSet;
+    /// use tourbillon::Builder;
     ///
     /// let ex = Builder::new().queue("q", 1).build().unwrap();
     /// let all = ex.block_on(async {

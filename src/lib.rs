@@ -19,7 +19,7 @@ pub mod config;
 #[cfg(feature = "tokio")]
 mod coop;
 mod eevdf;
-mod error;
+pub mod error;
 mod executor;
 mod join_set;
 pub mod pool;
@@ -28,44 +28,73 @@ pub mod remote;
 pub mod sched;
 pub mod stats;
 mod sync;
-// The task core (src/task/) is crate-private; the public `task` module
-// below re-exports its modules for the crate, so `crate::task::id` and the
-// like resolve, next to the public items.
-#[path = "task/mod.rs"]
-mod task_impl;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod yield_now;
 
-pub use builder::{Builder, PanicPolicy};
-pub use error::{BuildError, SharesError, SpawnError, TrySpawnError, UnknownQueue};
-pub use executor::drive::{Drained, RunUntil};
-pub use executor::queue_handle::QueueHandle;
-pub use executor::task_builder::TaskBuilder;
-pub use executor::{spawn, try_spawn, Executor, Spawner};
-pub use join_set::JoinSet;
-pub use pool::{Pool, PoolBuilder};
-pub use queue::{QueueKey, QueueSpec};
-pub use remote::{BoundedRemoteSpawner, RemoteJoinHandle, RemoteSpawner, SpawnWait};
-pub use task_impl::join::{AbortHandle, JoinHandle};
-pub use task_impl::join_error::JoinError;
-pub use yield_now::yield_now;
+pub use crate::builder::Builder;
+pub use crate::executor::drive::{Drained, RunUntil};
+pub use crate::executor::queue_handle::QueueHandle;
+pub use crate::executor::{spawn, try_spawn, Executor, Spawner};
+pub use crate::queue::{QueueKey, QueueSpec};
 
 pub mod task {
-    //! Tasks: their ids, the current task, and cooperative yielding.
+    //! Tasks: their handles, their ids, the current task, and cooperative
+    //! yielding.
     //!
-    //! A task is a future spawned onto a queue ([`Executor::spawn`],
-    //! [`spawn`](crate::spawn), a [`QueueHandle`](crate::QueueHandle), ...).
-    //! Each has a [`TaskId`], unique in the process, a [`TaskKey`] in its
-    //! executor and a group ([`GroupId`]): schedulers see keys and groups. [`id`] and [`try_id`] tell which task is being polled
-    //! on this thread, as tokio's `task::id` and `task::try_id` do. A task that computes for long between awaits gives
-    //! the thread back with [`yield_now`] (always) or [`yield_maybe`] (only
-    //! when another task or the host is due; [`should_yield`] is the check).
+    //! A task is a `!Send` future spawned onto one queue of an executor
+    //! ([`Executor::spawn`], a [`Spawner`](crate::Spawner), a
+    //! [`QueueHandle`](crate::QueueHandle), the free [`spawn`](crate::spawn)
+    //! onto the current task's queue, or a [`TaskBuilder`] to give it a name
+    //! or a group). It runs until its future completes, it panics, or it is
+    //! aborted; the executor polls it only when it is woken.
+    //!
+    //! * **Handles.** A spawn returns a [`JoinHandle`]: awaiting it gives the
+    //!   task's output, or a [`JoinError`] if the task panicked or was
+    //!   cancelled; dropping it detaches the task. Its [`AbortHandle`]
+    //!   (`Send + Sync`) cancels the task from any thread. A [`JoinSet`]
+    //!   holds many handles of one output type and gives their results in
+    //!   the order the tasks finish.
+    //! * **Ids.** Each task has a [`TaskId`], unique in the process (what a
+    //!   user sees: [`JoinHandle::id`], [`id`]), a [`TaskKey`] in its
+    //!   executor and a group ([`GroupId`]): schedulers see keys and groups.
+    //! * **The current task.** [`id`] and [`try_id`] tell which task is
+    //!   being polled on this thread, as tokio's `task::id` and
+    //!   `task::try_id` do.
+    //! * **Yields.** A task that computes for long between awaits gives the
+    //!   thread back with [`yield_now`] (always) or [`yield_maybe`] (only
+    //!   when another task or the host is due; [`should_yield`] is the
+    //!   check).
+    //!
+    //! For tokio users: `tokio::task::{JoinHandle, AbortHandle, JoinError,
+    //! JoinSet, Id, id, try_id, yield_now, Builder}` are, here,
+    //! `task::{JoinHandle, AbortHandle, JoinError, JoinSet, TaskId, id,
+    //! try_id, yield_now, TaskBuilder}`.
     //!
     //! [`Executor::spawn`]: crate::Executor::spawn
 
-    pub(crate) use crate::task_impl::*;
+    // The task core (src/task/): its files are crate-private; its design
+    // (reference types, state bits, life cycle, safety) is documented in
+    // docs/architecture.md, "The task core".
+    pub(crate) mod cache;
+    pub(crate) mod current;
+    pub(crate) mod group;
+    pub(crate) mod harness;
+    pub(crate) mod id;
+    pub(crate) mod join;
+    pub(crate) mod join_error;
+    pub(crate) mod raw;
+    pub(crate) mod schedule;
+    pub(crate) mod slab;
+    pub(crate) mod state;
+    pub(crate) mod waker;
 
-    pub use crate::task_impl::current::{id, try_id};
-    pub use crate::task_impl::id::{GroupId, TaskId, TaskKey};
+    pub use self::current::{id, try_id};
+    pub use self::id::{GroupId, TaskId, TaskKey};
+    pub use self::join::{AbortHandle, JoinHandle};
+    pub use self::join_error::JoinError;
+    pub use crate::executor::task_builder::TaskBuilder;
+    pub use crate::join_set::JoinSet;
     pub use crate::yield_now::{should_yield, yield_maybe, yield_now, YieldNow};
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use std::rc::Rc;
 
-use crate::error::Quarantine;
+use crate::error::quarantine::Quarantine;
 use crate::task::id::TaskId;
 
 /// Counters of one queue, updated by the run loop (not sampled: exact).
@@ -66,10 +66,10 @@ pub struct QueueStats {
     pub service: Duration,
     /// Task ids held by its scheduler (runnable tasks).
     pub runnable_tasks: usize,
-    /// Spawns from other threads ([`RemoteSpawner`](crate::RemoteSpawner))
+    /// Spawns from other threads ([`RemoteSpawner`](crate::remote::RemoteSpawner))
     /// that the executor took from its inbox and has not made tasks yet:
     /// a queue admits them up to 64 of its remote tasks waiting for their
-    /// first poll (see [`RemoteSpawner`](crate::RemoteSpawner)).
+    /// first poll (see [`RemoteSpawner`](crate::remote::RemoteSpawner)).
     /// Not counted in `spawned` until admitted.
     pub remote_waiting: usize,
     /// Whether it is in the EEVDF runnable set.
@@ -116,7 +116,7 @@ pub struct ExecutorStats {
     /// Panics of user code other than a task's own poll or destructor (a
     /// waker, a clock, a custom scheduler, a callback, an output's or a
     /// payload's destructor) that the executor caught and dropped, as
-    /// [`PanicPolicy`](crate::PanicPolicy) says. A task's panic is not
+    /// [`PanicPolicy`](crate::config::PanicPolicy) says. A task's panic is not
     /// counted here: its join handle reports it.
     pub caught_panics: u64,
     /// Broken rules of the [`Scheduler`](crate::sched::Scheduler) contract seen
@@ -275,7 +275,7 @@ pub struct Stall {
     /// The task whose poll stalled the executor.
     pub task: TaskId,
     /// The task's name, if it was spawned with one
-    /// ([`TaskBuilder::name`](crate::TaskBuilder::name)).
+    /// ([`TaskBuilder::name`](crate::task::TaskBuilder::name)).
     pub name: Option<String>,
     /// How long the poll ran.
     pub duration: Duration,

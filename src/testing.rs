@@ -1,6 +1,8 @@
 #![forbid(unsafe_code)]
 //! Verification knobs: for tests of the executor itself and of schedulers;
-//! not needed by applications.
+//! not needed by applications. Built only with the cargo feature `testing`
+//! (`tourbillon = { ..., features = ["testing"] }`, typically in
+//! `[dev-dependencies]`).
 //!
 //! * [`BuilderExt`], implemented for [`Builder`], adds two options:
 //!   [`general_pick`](BuilderExt::general_pick) sends every queue pick

@@ -16,7 +16,8 @@ use crate::executor::context;
 /// waker and returns `Pending` once, which works under any executor.
 ///
 /// ```
-/// use tourbillon::{yield_now, Builder};
+/// use tourbillon::task::yield_now;
+/// use tourbillon::Builder;
 ///
 /// let ex = Builder::new().queue((), 1).build().unwrap();
 /// ex.block_on(async {

@@ -7,8 +7,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::mpsc;
 
-use tourbillon::task::{self, TaskId};
-use tourbillon::{AbortHandle, Builder, JoinSet};
+use tourbillon::task::{self, AbortHandle, JoinSet, TaskId};
+use tourbillon::Builder;
 
 fn executor() -> tourbillon::Executor<&'static str> {
     Builder::new().queue("a", 1).build().unwrap()
@@ -145,7 +145,7 @@ fn a_task_may_abort_itself_through_its_handle() {
         .spawn("a", async move {
             p.set(p.get() + 1);
             rx.recv().unwrap().abort();
-            tourbillon::yield_now().await;
+            tourbillon::task::yield_now().await;
             p.set(p.get() + 1);
         })
         .unwrap();
@@ -181,7 +181,7 @@ fn task_id_inside_and_outside_tasks() {
     let h = ex
         .spawn("a", async {
             let before = task::id();
-            tourbillon::yield_now().await;
+            tourbillon::task::yield_now().await;
             assert_eq!(task::id(), before, "stable across polls");
             before
         })

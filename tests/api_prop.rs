@@ -20,7 +20,7 @@ use api_model::{
     run_case, Config, Faults, Op, Step, GATES, MAX_STEPS, QUEUES, SCHED_METHODS, VIAS,
 };
 use proptest::prelude::*;
-use tourbillon::PanicPolicy;
+use tourbillon::config::PanicPolicy;
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![

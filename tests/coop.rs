@@ -32,7 +32,8 @@ use std::task::{ready, Context, Poll};
 use futures::channel::oneshot;
 use tokio::sync::mpsc;
 use tourbillon::clock::ManualClock;
-use tourbillon::{Builder, Executor, JoinSet};
+use tourbillon::task::JoinSet;
+use tourbillon::{Builder, Executor};
 
 /// The receivers ([`receivers`]).
 const TASKS: usize = 200;

@@ -16,8 +16,8 @@ use std::time::Duration;
 use support::Gate;
 use tourbillon::clock::ManualClock;
 use tourbillon::sched::{RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskKey};
-use tourbillon::{yield_now, Builder, JoinHandle, QueueSpec};
+use tourbillon::task::{yield_now, GroupId, JoinHandle, TaskKey};
+use tourbillon::{Builder, QueueSpec};
 
 // ---------------------------------------------------------------------------
 // Call recorder: checks the contract as the calls arrive.

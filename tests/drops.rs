@@ -13,7 +13,10 @@ use std::rc::Rc;
 use std::task::Poll;
 
 use support::Gate;
-use tourbillon::{yield_now, Builder, Executor, JoinHandle, PanicPolicy, SpawnError};
+use tourbillon::config::PanicPolicy;
+use tourbillon::error::SpawnError;
+use tourbillon::task::{yield_now, JoinHandle};
+use tourbillon::{Builder, Executor};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {
@@ -410,7 +413,7 @@ fn a_destructor_panic_at_executor_drop_is_the_panic_its_handle_reads() {
         let dropped = catch_unwind(AssertUnwindSafe(|| drop(ex)));
         assert!(dropped.is_ok(), "{policy:?}");
         assert_eq!(reg.drops("f:local"), 1);
-        let payload = |e: tourbillon::JoinError| {
+        let payload = |e: tourbillon::task::JoinError| {
             assert!(e.is_panic(), "{policy:?}: {e:?}");
             *e.into_panic().downcast::<&str>().unwrap()
         };

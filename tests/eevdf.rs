@@ -25,8 +25,9 @@ use std::time::Duration;
 
 use common::*;
 use tourbillon::config::{DEFAULT_BASE_SLICE, DEFAULT_MIN_RUN};
+use tourbillon::task::yield_now;
 use tourbillon::testing::BuilderExt;
-use tourbillon::{yield_now, Builder, Executor, QueueSpec};
+use tourbillon::{Builder, Executor, QueueSpec};
 
 /// The default request of every queue, ns.
 const R: u64 = DEFAULT_BASE_SLICE.as_nanos() as u64;
@@ -999,7 +1000,8 @@ fn e4_wake_between_turns_preempts_run_to_parity() {
     use std::task::{Poll, Waker};
     use std::time::Duration;
     use tourbillon::clock::ManualClock;
-    use tourbillon::{yield_now, Builder, QueueSpec};
+    use tourbillon::task::yield_now;
+    use tourbillon::{Builder, QueueSpec};
 
     const C_BG: u64 = 10_000; // 10 us polls
     const MAX_POLLS: u64 = 8;
@@ -1134,7 +1136,7 @@ fn e10_reweight_keeps_lag_and_applies_the_new_share() {
 #[test]
 fn e10_reweight_rejects_bad_shares() {
     use tourbillon::config::MAX_SHARES;
-    use tourbillon::SharesError;
+    use tourbillon::error::SharesError;
     let ex = Builder::new().queue("a", 3).build().unwrap();
     let h = ex.queue("a").unwrap();
     assert_eq!(

@@ -7,10 +7,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
-use tourbillon::config::{MAX_QUEUES, MAX_SHARES};
-use tourbillon::{
-    BuildError, Builder, Executor, PanicPolicy, QueueSpec, SharesError, SpawnError, UnknownQueue,
-};
+use tourbillon::config::{PanicPolicy, MAX_QUEUES, MAX_SHARES};
+use tourbillon::error::{BuildError, SharesError, SpawnError, UnknownQueue};
+use tourbillon::{Builder, Executor, QueueSpec};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

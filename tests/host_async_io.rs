@@ -22,7 +22,8 @@ use futures_lite::StreamExt;
 use hosted::{
     assert_all_slept, assert_echoed, echo_over_loopback, executor, message, MESSAGES, Q, SLEEPERS,
 };
-use tourbillon::{yield_now, Executor};
+use tourbillon::task::yield_now;
+use tourbillon::Executor;
 
 type Log = Rc<RefCell<Vec<&'static str>>>;
 

@@ -19,7 +19,8 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use hosted::{executor, tokio_rt_paused, Q};
 use tokio::task::LocalSet;
-use tourbillon::{yield_now, Executor, JoinHandle};
+use tourbillon::task::{yield_now, JoinHandle};
+use tourbillon::Executor;
 
 type Log = Rc<RefCell<Vec<u32>>>;
 

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use tourbillon::clock::ManualClock;
-use tourbillon::{yield_now, Builder, Executor, JoinSet, SpawnError};
+use tourbillon::error::SpawnError;
+use tourbillon::task::{yield_now, JoinSet};
+use tourbillon::{Builder, Executor};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

@@ -39,8 +39,8 @@ use proptest::prelude::*;
 use support::Gate;
 use tourbillon::clock::ManualClock;
 use tourbillon::sched::{Las, RunnableFifo, Scheduler};
-use tourbillon::task::{GroupId, TaskKey};
-use tourbillon::{yield_now, Builder, Executor, JoinHandle, QueueKey, QueueSpec, Spawner};
+use tourbillon::task::{yield_now, GroupId, JoinHandle, TaskKey};
+use tourbillon::{Builder, Executor, QueueKey, QueueSpec, Spawner};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use tourbillon::clock::ManualClock;
-use tourbillon::{yield_now, BuildError, Builder, QueueSpec};
+use tourbillon::error::BuildError;
+use tourbillon::task::yield_now;
+use tourbillon::{Builder, QueueSpec};
 
 const POLL: Duration = Duration::from_micros(20);
 

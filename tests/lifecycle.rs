@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use support::Gate;
 use tourbillon::clock::ManualClock;
-use tourbillon::task::{should_yield, yield_maybe};
-use tourbillon::{
-    spawn, try_spawn, yield_now, Builder, Executor, JoinHandle, PanicPolicy, QueueSpec, SpawnError,
-};
+use tourbillon::config::PanicPolicy;
+use tourbillon::error::SpawnError;
+use tourbillon::task::{should_yield, yield_maybe, yield_now, JoinHandle};
+use tourbillon::{spawn, try_spawn, Builder, Executor, QueueSpec};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {
@@ -1406,12 +1406,12 @@ fn yield_in_combinator_survives_a_nested_executor_in_the_same_poll() {
     let h = outer
         .spawn(0, async {
             let inner = Builder::new().queue(0u8, 1).build().unwrap();
-            let (_, inner_out) = futures::future::join(tourbillon::yield_now(), async {
+            let (_, inner_out) = futures::future::join(tourbillon::task::yield_now(), async {
                 inner.block_on(async {
                     let t = inner
                         .spawn(0, async {
-                            tourbillon::yield_now().await;
-                            tourbillon::yield_now().await;
+                            tourbillon::task::yield_now().await;
+                            tourbillon::task::yield_now().await;
                             7
                         })
                         .unwrap();

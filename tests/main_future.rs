@@ -7,7 +7,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use tourbillon::{spawn, try_spawn, BuildError, Builder, JoinSet};
+use tourbillon::error::BuildError;
+use tourbillon::task::JoinSet;
+use tourbillon::{spawn, try_spawn, Builder};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

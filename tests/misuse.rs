@@ -17,12 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::executor::block_on as host_block_on;
-use tourbillon::config::MAX_SHARES;
+use tourbillon::config::{PanicPolicy, MAX_SHARES};
+use tourbillon::error::{BuildError, SharesError, SpawnError, UnknownQueue};
 use tourbillon::sched::Las;
-use tourbillon::{
-    spawn, try_spawn, yield_now, BuildError, Builder, Executor, JoinError, PanicPolicy,
-    SharesError, SpawnError, UnknownQueue,
-};
+use tourbillon::task::{yield_now, JoinError};
+use tourbillon::{spawn, try_spawn, Builder, Executor};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

@@ -21,7 +21,8 @@ use hosted::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tourbillon::{yield_now, Executor};
+use tourbillon::task::yield_now;
+use tourbillon::Executor;
 
 /// tokio's `current_thread` runtime on the real clock (see
 /// [`tokio_rt_paused`]).
@@ -57,7 +58,7 @@ fn spawn_sleepers(
     start: tokio::time::Instant,
     sleepers: &[(&'static str, Q, u64)],
     done: &Log,
-) -> Vec<tourbillon::JoinHandle<u64>> {
+) -> Vec<tourbillon::task::JoinHandle<u64>> {
     sleepers
         .iter()
         .map(|&(name, q, ms)| {
@@ -621,7 +622,7 @@ fn a_nested_drivers_main_future_is_outside_the_enclosing_task() {
 // ------------------------------------------ (f) block_on alone has no reactor
 
 /// The panic message of a task's `JoinError`, which must be a `String`.
-fn panic_string(err: tourbillon::JoinError) -> String {
+fn panic_string(err: tourbillon::task::JoinError) -> String {
     let payload = err.into_panic();
     match payload.downcast::<String>() {
         Ok(s) => *s,

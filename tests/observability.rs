@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use tourbillon::stats::{LatencyHistogram, Stall};
-use tourbillon::yield_now;
+use tourbillon::task::yield_now;
 
 // T7: with a 10 ms threshold, a scripted 30 ms poll fires exactly one
 // report naming its queue and task (id and name) with the exact duration;

@@ -16,11 +16,13 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use futures::executor::block_on;
+use tourbillon::config::PanicPolicy;
+use tourbillon::error::SharesError;
 use tourbillon::pool::{
     current_core, ControlError, Distribution, Placement, Pool, PoolBuildError, ShutdownError,
     SubmitError, TrySubmitError, MAX_CORES,
 };
-use tourbillon::{Builder, PanicPolicy, SharesError};
+use tourbillon::Builder;
 
 type Key = &'static str;
 
@@ -216,7 +218,7 @@ fn submit_to_runs_a_non_send_future_on_the_core_it_names() {
         let out = block_on(pool.submit_to(core, "bg", move || {
             let local = std::rc::Rc::new(std::cell::Cell::new(core));
             async move {
-                tourbillon::yield_now().await;
+                tourbillon::task::yield_now().await;
                 (local.get(), current_core())
             }
         }))
@@ -479,7 +481,7 @@ fn shutdown_lets_work_finish_within_the_grace_period() {
                     if go.lock().unwrap().try_recv().is_ok() {
                         return core;
                     }
-                    tourbillon::yield_now().await;
+                    tourbillon::task::yield_now().await;
                 }
             })
             .unwrap(),
@@ -811,7 +813,7 @@ fn a_core_may_be_pinned_outside_the_builders_own_mask() {
 fn submission_errors_are_send_and_sync_errors() {
     fn send_sync_error<E: std::error::Error + Send + Sync + 'static>() {}
     send_sync_error::<SubmitError>();
-    send_sync_error::<tourbillon::JoinError>();
+    send_sync_error::<tourbillon::task::JoinError>();
     send_sync_error::<TrySubmitError<fn()>>();
     let pool = pool(1);
     // A panic's error, with a payload that is neither a string nor Sync,
@@ -945,7 +947,7 @@ fn tasks_holding_a_pool_handle_do_not_keep_the_cores_alive() {
                 // Holds the handle for as long as it lives.
                 loop {
                     let _ = handle.load(core);
-                    tourbillon::yield_now().await;
+                    tourbillon::task::yield_now().await;
                 }
             })
             .unwrap(),

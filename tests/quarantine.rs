@@ -12,9 +12,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use support::Gate;
+use tourbillon::config::PanicPolicy;
+use tourbillon::error::SpawnError;
 use tourbillon::sched::{Quarantine, Scheduler, QUARANTINE_AFTER};
-use tourbillon::task::{GroupId, TaskKey};
-use tourbillon::{Builder, JoinError, PanicPolicy, QueueSpec, SpawnError};
+use tourbillon::task::{GroupId, JoinError, TaskKey};
+use tourbillon::{Builder, QueueSpec};
 
 /// Calls after which a scheduler that is never quarantined stops
 /// panicking, so that the test fails rather than hangs.

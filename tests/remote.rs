@@ -8,7 +8,10 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 
 use futures::channel::oneshot;
-use tourbillon::{yield_now, Builder, JoinError, RemoteJoinHandle, RemoteSpawner, SpawnError};
+use tourbillon::error::SpawnError;
+use tourbillon::remote::{RemoteJoinHandle, RemoteSpawner};
+use tourbillon::task::{yield_now, JoinError};
+use tourbillon::Builder;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

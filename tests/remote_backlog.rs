@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
-use tourbillon::{yield_now, Builder, RemoteJoinHandle};
+use tourbillon::remote::RemoteJoinHandle;
+use tourbillon::task::yield_now;
+use tourbillon::Builder;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

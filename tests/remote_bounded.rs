@@ -14,9 +14,9 @@ use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 
-use tourbillon::{
-    BoundedRemoteSpawner, Builder, Executor, RemoteJoinHandle, SpawnError, SpawnWait, TrySpawnError,
-};
+use tourbillon::error::SpawnError;
+use tourbillon::remote::{BoundedRemoteSpawner, RemoteJoinHandle, SpawnWait, TrySpawnError};
+use tourbillon::{Builder, Executor};
 
 fn executor() -> Executor<u8> {
     Builder::new().queue(0u8, 1).build().unwrap()

@@ -1,4 +1,5 @@
-use tourbillon::{yield_now, Builder};
+use tourbillon::task::yield_now;
+use tourbillon::Builder;
 
 #[test]
 fn spawn_yield_join() {

@@ -19,10 +19,11 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tourbillon::clock::{Clock, ManualClock};
+use tourbillon::config::PanicPolicy;
 use tourbillon::sched::Scheduler;
-use tourbillon::task::{GroupId, TaskKey};
+use tourbillon::task::{yield_now, GroupId, TaskKey};
 use tourbillon::testing::BuilderExt;
-use tourbillon::{yield_now, Builder, PanicPolicy, QueueSpec};
+use tourbillon::{Builder, QueueSpec};
 
 /// Panics when dropped, with a `&str` payload.
 #[derive(Debug)]

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use tourbillon::clock::ManualClock;
-use tourbillon::{yield_now, Builder};
+use tourbillon::task::yield_now;
+use tourbillon::Builder;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Q {

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use futures::executor::block_on;
 use tourbillon::pool::{Placement, Pool};
-use tourbillon::task::{self, TaskId};
-use tourbillon::{Builder, Executor, JoinSet};
+use tourbillon::task::{self, JoinSet, TaskId};
+use tourbillon::{Builder, Executor};
 
 fn executor() -> Executor<&'static str> {
     Builder::new().queue("main", 1).build().unwrap()

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use tourbillon::clock::{Clock, ManualClock};
 use tourbillon::stats::ExecutorStats;
-use tourbillon::{yield_now, Builder, QueueSpec};
+use tourbillon::task::yield_now;
+use tourbillon::{Builder, QueueSpec};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;

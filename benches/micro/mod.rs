@@ -51,7 +51,7 @@ pub fn yield_round(ex: &tourbillon::Executor<u8>, tasks: u64, iters: u64) -> std
             .map(|i| {
                 ex.spawn((i % queues) as u8, async move {
                     for _ in 0..iters {
-                        tourbillon::yield_now().await;
+                        tourbillon::task::yield_now().await;
                     }
                 })
                 .unwrap()

@@ -107,7 +107,7 @@ const CHUNK: usize = 256;
 /// the key, then the same for the value) and removes the tombstones.
 ///
 /// The pass walks the map in key order, [`CHUNK`] entries at a time, and
-/// calls `tourbillon::yield_now()` between chunks, so the requests on the
+/// calls `tourbillon::task::yield_now()` between chunks, so the requests on the
 /// foreground queue run in between (the executor decides, by the queues'
 /// shares, when the pass continues). It holds the map only during a chunk
 /// and resumes after the last key it saw, so requests may change the map
@@ -154,7 +154,7 @@ pub async fn snapshot_pass(snapshot: &mut Vec<u8>) {
         if finished {
             break;
         }
-        tourbillon::yield_now().await;
+        tourbillon::task::yield_now().await;
     }
     SHARD.with_borrow_mut(|shard| {
         shard.stats.passes += 1;

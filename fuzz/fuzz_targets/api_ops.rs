@@ -21,7 +21,7 @@ mod api_model;
 use api_model::{
     run_case, Config, Faults, Op, Step, GATES, MAX_STEPS, QUEUES, SCHED_METHODS, VIAS,
 };
-use tourbillon::PanicPolicy;
+use tourbillon::config::PanicPolicy;
 
 /// Longest op sequence decoded from one input.
 const MAX_OPS: usize = 64;

@@ -27,11 +27,9 @@ pub(crate) use self::duration::duration_ns;
 /// project's 2-vCPU VM, 70 ns in the design notes), close to or more than a
 /// whole poll. A [`ManualClock`] it reads after every poll, so that runs end
 /// exactly at the first poll boundary after their slice; any other clock
-/// too with [`BuilderExt::read_clock_every_poll`]. A scheduler that asks for
-/// per-poll timing, the latency histograms and the stall detector add one
-/// read per poll.
-///
-/// [`BuilderExt::read_clock_every_poll`]: crate::testing::BuilderExt::read_clock_every_poll
+/// too with `testing::BuilderExt::read_clock_every_poll` (cargo feature
+/// `testing`). A scheduler that asks for per-poll timing, the latency
+/// histograms and the stall detector add one read per poll.
 pub trait Clock: 'static {
     /// Nanoseconds since the clock's origin. Must never decrease.
     ///

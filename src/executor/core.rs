@@ -20,7 +20,7 @@ use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
 use crate::clock::{Clock, ExecutorClock};
 use crate::config::Config;
-use crate::error::Quarantine;
+use crate::error::quarantine::Quarantine;
 use crate::error::{SharesError, SpawnError};
 use crate::remote::intake::Intake;
 use crate::remote::op::Remote;

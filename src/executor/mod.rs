@@ -61,8 +61,7 @@ use std::sync::Arc;
 use self::core::Core;
 use self::drive::{Drained, RunUntil};
 use self::queue_handle::QueueHandle;
-use self::spawning::Spawn;
-use self::task_builder::TaskBuilder;
+use self::task_builder::{spawn_local, TaskBuilder};
 use crate::error::{SharesError, SpawnError, UnknownQueue};
 use crate::queue::{KeyMap, QueueKey};
 use crate::remote::bounded::BoundedRemoteSpawner;
@@ -88,7 +87,8 @@ use crate::task::join::JoinHandle;
 /// [`SpawnError::Shutdown`].
 ///
 /// ```
-/// use tourbillon::{yield_now, Builder};
+/// use tourbillon::task::yield_now;
+/// use tourbillon::Builder;
 ///
 /// #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 /// enum Q { Requests, Compaction }
@@ -103,7 +103,7 @@ use crate::task::join::JoinHandle;
 ///         1
 ///     })?;
 ///     let fg = ex.spawn(Q::Requests, async { 41 })?;
-///     Ok::<_, tourbillon::SpawnError>(fg.await.unwrap() + bg.await.unwrap())
+///     Ok::<_, tourbillon::error::SpawnError>(fg.await.unwrap() + bg.await.unwrap())
 /// })?;
 /// assert_eq!(total, 42);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -121,10 +121,6 @@ impl<K: QueueKey> Executor<K> {
         }
     }
 
-    fn index(&self, key: K) -> Result<usize, UnknownQueue> {
-        self.spawner.index(key)
-    }
-
     /// Spawns `future` onto the queue `key`. Works before the executor runs,
     /// while it runs (from its tasks), and between runs.
     pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
@@ -132,9 +128,7 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner
-            .core
-            .spawn_task(Spawn::new(self.index(key)?, future))
+        self.spawner.spawn(key, future)
     }
 
     /// Spawns `future` onto the queue `key` in the group `group`: a user key
@@ -166,9 +160,7 @@ impl<K: QueueKey> Executor<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawner
-            .core
-            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
+        self.spawner.spawn_in_group(key, group, future)
     }
 
     /// Changes the shares (weight) of the queue `key` at run time, from
@@ -178,7 +170,8 @@ impl<K: QueueKey> Executor<K> {
     /// the new weights from this instant on, with no burst and no loss.
     ///
     /// ```
-    /// use tourbillon::{Builder, SharesError};
+    /// use tourbillon::error::SharesError;
+    /// use tourbillon::Builder;
     ///
     /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
     /// ex.set_shares("bg", 4).unwrap();
@@ -239,13 +232,13 @@ impl<K: QueueKey> Executor<K> {
     ///
     /// `block_on` has no reactor: it runs CPU-bound work and futures woken
     /// by tourbillon itself, other tasks or other threads (channels, join
-    /// handles, [`yield_now`](fn@crate::yield_now)), but no timer or socket of
+    /// handles, [`yield_now`](fn@crate::task::yield_now)), but no timer or socket of
     /// any runtime. For those, nest the executor in the runtime that owns
     /// them with [`run_until`](Executor::run_until): tokio's or monoio's
     /// `rt.block_on(ex.run_until(fut))`, or async-io's
     /// `async_io::block_on(ex.run_until(fut))`. A tokio timer or
     /// socket used under `block_on` panics in tokio ("there is no reactor
-    /// running"): in a task, its [`JoinError`](crate::JoinError) then
+    /// running"): in a task, its [`JoinError`](crate::task::JoinError) then
     /// carries a message that says to use `run_until` in a tokio runtime;
     /// in the main future, `block_on` panics with that message (a `String`
     /// payload that ends with tokio's own message). Any other panic of the
@@ -254,7 +247,7 @@ impl<K: QueueKey> Executor<K> {
     /// # Panics
     /// If called from inside one of this executor's tasks (a task cannot
     /// block the thread that runs it); when `future` itself panics; with
-    /// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), when a task
+    /// [`PanicPolicy::Propagate`](crate::config::PanicPolicy::Propagate), when a task
     /// or other user code the executor calls panics; in debug builds, when
     /// a custom [`Scheduler`](crate::sched::Scheduler) breaks its contract.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
@@ -333,7 +326,8 @@ impl<K: QueueKey> Executor<K> {
     /// ```
     /// use std::cell::Cell;
     /// use std::rc::Rc;
-    /// use tourbillon::{yield_now, Builder};
+    /// use tourbillon::task::yield_now;
+    /// use tourbillon::Builder;
     ///
     /// let ex = Builder::new().queue((), 1).build().unwrap();
     /// let done = Rc::new(Cell::new(0));
@@ -422,7 +416,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn_task(Spawn::new(self.index(key)?, future))
+        spawn_local(&self.core, self.index(key), None, None, future)
     }
 
     /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
@@ -450,8 +444,7 @@ impl<K: QueueKey> Spawner<K> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core
-            .spawn_task(Spawn::new(self.index(key)?, future).in_group(group))
+        spawn_local(&self.core, self.index(key), Some(group), None, future)
     }
 }
 
@@ -494,7 +487,19 @@ where
     F::Output: 'static,
 {
     context::with_current(move |core| match core {
-        Some(core) => core.spawn_task(Spawn::here(core, future)),
+        Some(core) => spawn_local(core, Ok(current_queue(core)), None, None, future),
         None => Err(SpawnError::NoExecutor),
     })
+}
+
+/// The queue the free [`spawn`] spawns onto: the current task's, or the
+/// executor's default queue (`Builder::default_queue`) from the main future
+/// of `block_on` / `run_until`.
+#[inline(always)]
+fn current_queue(core: &Core) -> usize {
+    core.run
+        .current
+        .queue
+        .get()
+        .unwrap_or(core.cfg.default_queue)
 }

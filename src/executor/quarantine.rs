@@ -15,7 +15,7 @@
 
 use super::core::Core;
 use crate::boundary;
-use crate::error::Quarantine;
+use crate::error::quarantine::Quarantine;
 use crate::error::SpawnError;
 use crate::task::harness::end_idle_with;
 

@@ -8,8 +8,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use super::spawning::Spawn;
-use super::task_builder::TaskBuilder;
+use super::task_builder::{spawn_local, TaskBuilder};
 use crate::error::{SharesError, SpawnError};
 use crate::task::join::JoinHandle;
 
@@ -30,7 +29,7 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn_task(Spawn::new(self.index, future))
+        spawn_local(&self.core, Ok(self.index), None, None, future)
     }
 
     /// Spawns `future` onto this queue in the group `group` (see
@@ -44,8 +43,7 @@ impl QueueHandle {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core
-            .spawn_task(Spawn::new(self.index, future).in_group(group))
+        spawn_local(&self.core, Ok(self.index), Some(group), None, future)
     }
 
     /// A [`TaskBuilder`] to spawn onto this queue with a name or a group.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::boundary::PanicSink;
 use crate::clock::duration_ns;
 use crate::eevdf::{Eevdf, Entity};
-use crate::error::Quarantine;
+use crate::error::quarantine::Quarantine;
 use crate::queue::QueueSpec;
 use crate::sched::QueueScheduler;
 use crate::stats::QueueCounters;

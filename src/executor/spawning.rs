@@ -32,43 +32,6 @@ pub(crate) struct Spawn<F> {
     pub(crate) future: F,
 }
 
-impl<F> Spawn<F> {
-    /// `future` onto queue `queue`, unnamed, a group of its own.
-    #[inline(always)]
-    pub(crate) fn new(queue: usize, future: F) -> Self {
-        Self {
-            queue,
-            group: None,
-            name: None,
-            future,
-        }
-    }
-
-    /// `future` onto the queue of the task `core` is running (the
-    /// executor's default queue, `Builder::default_queue`, from the main
-    /// future of `block_on` / `run_until`).
-    #[inline(always)]
-    pub(crate) fn here(core: &Core, future: F) -> Self {
-        Self::new(
-            core.run
-                .current
-                .queue
-                .get()
-                .unwrap_or(core.cfg.default_queue),
-            future,
-        )
-    }
-
-    /// The same task in the keyed group `group`.
-    #[inline(always)]
-    pub(crate) fn in_group(self, group: u64) -> Self {
-        Self {
-            group: Some(group),
-            ..self
-        }
-    }
-}
-
 impl Core {
     /// Spawns `spawn` with a local join handle: where every local spawn
     /// entry point ends.

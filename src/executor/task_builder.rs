@@ -2,6 +2,12 @@
 //! `TaskBuilder`: spawn with options (a name, a group), as tokio's
 //! `task::Builder`. It collects the options and hands the spawn to the
 //! spawn path (`spawning`); it creates nothing itself.
+//!
+//! [`spawn_local`], the one local spawn with every option, is here too:
+//! every local spawn entry point (`Executor`, `Spawner`, `QueueHandle`,
+//! `TaskBuilder`, the free `spawn` and `try_spawn`, their
+//! `spawn_in_group` forms) is one call of it, with what it has (a queue
+//! lookup, a group, a name) and `None` for the rest.
 
 use std::fmt;
 use std::future::Future;
@@ -70,13 +76,32 @@ impl<'a> TaskBuilder<'a> {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.core.spawn_task(Spawn {
-            queue: self.queue?,
-            group: self.group,
-            name: self.name,
-            future,
-        })
+        spawn_local(self.core, self.queue, self.group, self.name, future)
     }
+}
+
+/// Spawns `future` with a local join handle onto `queue` (the caller's
+/// lookup of its queue: an unknown key fails here), in the keyed group
+/// `group` (a group of its own if `None`), named `name`: the one local
+/// spawn, which every local entry point calls.
+#[inline(always)]
+pub(crate) fn spawn_local<F>(
+    core: &Core,
+    queue: Result<usize, UnknownQueue>,
+    group: Option<u64>,
+    name: Option<Rc<str>>,
+    future: F,
+) -> Result<JoinHandle<F::Output>, SpawnError>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    core.spawn_task(Spawn {
+        queue: queue?,
+        group,
+        name,
+        future,
+    })
 }
 
 impl fmt::Debug for TaskBuilder<'_> {

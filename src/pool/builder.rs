@@ -99,7 +99,7 @@ where
     /// Beyond it the awaitable submissions wait and the `try_` ones report
     /// [`TrySubmitError::Full`](super::TrySubmitError::Full). Any capacity
     /// is accepted, as
-    /// [`BoundedRemoteSpawner::max_capacity`](crate::BoundedRemoteSpawner::max_capacity)
+    /// [`BoundedRemoteSpawner::max_capacity`](crate::remote::BoundedRemoteSpawner::max_capacity)
     /// says (one above `isize::MAX` is never reached: no bound).
     pub fn queue_capacity(mut self, capacity: NonZeroUsize) -> Self {
         self.capacity = capacity;

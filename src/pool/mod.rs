@@ -96,7 +96,7 @@ use submit::{Job, LoadGuard, Tracked};
 use timer::Timer;
 
 use crate::boundary;
-use crate::error::TrySpawnError;
+use crate::error::try_spawn::TrySpawnError;
 use crate::queue::QueueKey;
 use crate::remote::bounded::BoundedRemoteSpawner;
 use crate::remote::launch::Make;

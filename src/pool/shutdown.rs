@@ -28,7 +28,7 @@ pub struct CoreReport {
     /// dropped unfinished; only queues with any, in declaration order.
     pub cancelled_by_queue: Vec<(String, usize)>,
     /// The message of a panic that ended the core's thread (a task's panic
-    /// under [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate), or
+    /// under [`PanicPolicy::Propagate`](crate::config::PanicPolicy::Propagate), or
     /// one out of the executor's declaration); the other cores ran on.
     pub panic: Option<String>,
     /// The executor's last statistics, taken after its shutdown dropped

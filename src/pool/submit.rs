@@ -80,7 +80,7 @@ pub(crate) type Job<C> = Tracked<Make<C>>;
 /// Future returned by [`PoolHandle::spawn_on`](super::PoolHandle::spawn_on) and
 /// [`PoolHandle::spawn`](super::PoolHandle::spawn): waits for room in the core's
 /// cross-core queue, submits the closure, and resolves to the task's
-/// [`RemoteJoinHandle`](crate::RemoteJoinHandle) (`Send`: await it on any
+/// [`RemoteJoinHandle`](crate::remote::RemoteJoinHandle) (`Send`: await it on any
 /// thread). Dropping it before it resolves drops the closure, never run.
 #[must_use = "futures do nothing unless you `.await` or poll them: nothing is submitted until then"]
 pub struct PoolSpawn<'a, C> {

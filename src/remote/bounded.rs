@@ -31,7 +31,8 @@ use super::gate::{Acquire, Gate, Permit, Permitted};
 use super::launch::Launch;
 use super::op::Remote;
 use super::spawner::{self, RemoteJoinHandle, RemoteSpawner};
-use crate::error::{SpawnError, TrySpawnError, UnknownQueue};
+use crate::error::try_spawn::TrySpawnError;
+use crate::error::{SpawnError, UnknownQueue};
 use crate::queue::QueueKey;
 
 /// A [`RemoteSpawner`] with a capacity: at most `capacity` tasks submitted
@@ -55,7 +56,8 @@ use crate::queue::QueueKey;
 ///
 /// ```
 /// use std::num::NonZeroUsize;
-/// use tourbillon::{Builder, TrySpawnError};
+/// use tourbillon::remote::TrySpawnError;
+/// use tourbillon::Builder;
 ///
 /// let ex = Builder::new().queue("jobs", 1).build().unwrap();
 /// let tx = ex.bounded_remote_spawner(NonZeroUsize::new(2).unwrap());
@@ -75,7 +77,7 @@ use crate::queue::QueueKey;
 ///         if producer.is_finished() {
 ///             break producer.join().unwrap();
 ///         }
-///         tourbillon::yield_now().await;
+///         tourbillon::task::yield_now().await;
 ///     }
 /// });
 /// let sum: u32 = ex.block_on(async {

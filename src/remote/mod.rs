@@ -1,15 +1,16 @@
 #![forbid(unsafe_code)]
-//! Spawning onto an executor from other threads.
+//! Spawning from other threads: `Send` futures onto an executor's
+//! queues, from any thread.
 //!
-//! * [`RemoteSpawner`] (from
-//!   [`Executor::remote_spawner`](crate::Executor::remote_spawner)) is
-//!   `Send + Sync`: it submits `Send` futures to an executor's queues from
-//!   any thread; [`RemoteJoinHandle`] awaits or aborts such a task from
-//!   any thread.
-//! * [`BoundedRemoteSpawner`] does the same with a capacity: at most that
-//!   many of its tasks wait for their first poll; [`spawn`](BoundedRemoteSpawner::spawn)
-//!   waits for room ([`SpawnWait`]), [`try_spawn`](BoundedRemoteSpawner::try_spawn)
-//!   refuses with [`TrySpawnError`] when there is none.
+//! [`Executor::remote_spawner`](crate::Executor::remote_spawner) gives a
+//! [`RemoteSpawner`]: `Send + Sync` and clonable, it spawns onto any
+//! queue by key, and its [`RemoteJoinHandle`] can be awaited on any
+//! thread. For backpressure,
+//! [`Executor::bounded_remote_spawner`](crate::Executor::bounded_remote_spawner)
+//! gives a [`BoundedRemoteSpawner`]: at most `capacity` of its tasks wait
+//! for their first poll at any time; its `spawn(..).await` ([`SpawnWait`])
+//! waits for room, and its `try_spawn` returns [`TrySpawnError::Full`]
+//! with the future (tokio's `mpsc::Sender` `send` and `try_send`).
 //!
 //! The executor takes remote spawns at its poll boundaries, in arrival
 //! order per queue, and makes them tasks while fewer than 64 remote tasks
@@ -49,4 +50,4 @@ pub(crate) mod ticket;
 
 pub use self::bounded::{BoundedRemoteSpawner, SpawnWait};
 pub use self::spawner::{RemoteJoinHandle, RemoteSpawner};
-pub use crate::error::TrySpawnError;
+pub use crate::error::try_spawn::TrySpawnError;

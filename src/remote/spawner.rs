@@ -211,7 +211,7 @@ pub(super) fn take<L>(future: &Mutex<Option<L>>) -> Option<L> {
 /// Its submissions are unbounded: a thread that spawns faster than the
 /// executor runs builds a backlog. For a bounded submission path (an
 /// awaitable spawn that waits for room, and a `try_spawn` that reports a
-/// full queue), see [`BoundedRemoteSpawner`](crate::BoundedRemoteSpawner).
+/// full queue), see [`BoundedRemoteSpawner`](crate::remote::BoundedRemoteSpawner).
 ///
 /// ```
 /// use tourbillon::Builder;
@@ -322,10 +322,10 @@ impl<K: QueueKey> fmt::Debug for RemoteSpawner<K> {
 
 /// The handle of a task spawned by a [`RemoteSpawner`]: `Send`, awaitable
 /// from any thread or runtime (`Result<T, JoinError>`, as
-/// [`JoinHandle`](crate::JoinHandle)), abortable from any thread; dropping it
+/// [`JoinHandle`](crate::task::JoinHandle)), abortable from any thread; dropping it
 /// detaches the task.
 ///
-/// With [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate) the panic
+/// With [`PanicPolicy::Propagate`](crate::config::PanicPolicy::Propagate) the panic
 /// payload unwinds out of the executor's driver, and the handle reads a
 /// [`JoinError`] that is a panic with a placeholder payload.
 #[must_use = "dropping a RemoteJoinHandle detaches the task: it keeps running; use `.abort()` to cancel it"]

@@ -8,7 +8,7 @@ use std::rc::Weak;
 
 use super::ticket::Window;
 use crate::boundary::Payload;
-use crate::error::Quarantine;
+use crate::error::quarantine::Quarantine;
 use crate::error::{SharesError, SpawnError};
 use crate::stats::ExecutorStats;
 use crate::task::id::{GroupId, TaskKey};

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use super::scheduler::{Scheduler, QUARANTINE_AFTER};
 use crate::boundary::{call, panic_message, PanicSink, Payload};
-use crate::error::Quarantine;
+use crate::error::quarantine::Quarantine;
 use crate::task::id::{GroupId, TaskKey};
 
 /// The methods of [`Scheduler`] the executor calls, each with its count

@@ -28,7 +28,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::boundary::PanicSink;
-pub use crate::error::Quarantine;
+pub use crate::error::quarantine::Quarantine;
 use crate::task::id::{GroupId, TaskKey};
 pub use fifo::RunnableFifo;
 use guarded::Guarded;

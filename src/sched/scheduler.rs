@@ -11,8 +11,8 @@ use crate::task::id::{GroupId, TaskKey};
 /// A scheduler names tasks by their [`TaskKey`]: where the task lives in
 /// its executor (unique among that executor's tasks, reused by a later
 /// task of another generation), not its process-unique [`TaskId`]
-/// (`task::id()`, `JoinHandle::id`). [`JoinHandle::key`](crate::JoinHandle::key)
-/// and [`AbortHandle::key`](crate::AbortHandle::key) give a task's key, to
+/// (`task::id()`, `JoinHandle::id`). [`JoinHandle::key`](crate::task::JoinHandle::key)
+/// and [`AbortHandle::key`](crate::task::AbortHandle::key) give a task's key, to
 /// relate what a scheduler sees to a task.
 ///
 /// [`TaskId`]: crate::task::TaskId
@@ -56,7 +56,7 @@ use crate::task::id::{GroupId, TaskKey};
 ///   `pop` that returns `None` (it has not), never by `len`, so a wrong
 ///   `len` cannot stall the queue.
 /// * A panic in any method is caught and handled by the executor's
-///   [`PanicPolicy`](crate::PanicPolicy): a task whose `push` panicked is
+///   [`PanicPolicy`](crate::config::PanicPolicy): a task whose `push` panicked is
 ///   kept by the executor and run as if `pop` had returned it next; a `pop`
 ///   that panicked is asked again at the queue's next run.
 /// * A method that panics [`QUARANTINE_AFTER`] times in a row (a call of
@@ -64,12 +64,12 @@ use crate::task::id::{GroupId, TaskKey};
 ///   method has its own count) quarantines the queue, at the end of the
 ///   driver's turn: the scheduler is never called again and is dropped;
 ///   every task of the queue ends unpolled (its future is dropped) and
-///   its join handle reads a [`JoinError`](crate::JoinError) whose
-///   [`is_panic`](crate::JoinError::is_panic) is `true` and whose payload
+///   its join handle reads a [`JoinError`](crate::task::JoinError) whose
+///   [`is_panic`](crate::task::JoinError::is_panic) is `true` and whose payload
 ///   is a `String` that starts with `tourbillon: queue <key> quarantined`
 ///   (a task aborted before reads `Cancelled`), remote spawns onto the
 ///   queue included, then and later; a local spawn onto it fails with
-///   [`SpawnError::Quarantined`](crate::SpawnError::Quarantined); the
+///   [`SpawnError::Quarantined`](crate::error::SpawnError::Quarantined); the
 ///   queue leaves the EEVDF runnable set for good; and
 ///   [`QueueStats::quarantine`](crate::stats::QueueStats::quarantine)
 ///   says why. These ends are not the tasks' own panics: they never

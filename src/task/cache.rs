@@ -16,7 +16,7 @@
 //!   block of a class can be freed into any cache.
 //! * At most [`MAX_CACHED_BYTES`] (32 MiB) per thread; beyond that a freed
 //!   cell goes back to the global allocator. The cache's blocks are freed
-//!   when its thread exits, or by [`trim_cell_cache`]. The bound is the
+//!   when its thread exits, or by `trim_cell_cache` (feature `testing`). The bound is the
 //!   memory a thread keeps after its largest burst of tasks, as glibc keeps
 //!   freed memory that is not at the top of its heap. It holds two bursts of
 //!   different sizes (50,000 cells of one class and 100,000 of another, 12
@@ -192,6 +192,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
 /// assert!(tourbillon::testing::trim_cell_cache() > 0);
 /// assert_eq!(tourbillon::testing::trim_cell_cache(), 0);
 /// ```
+#[cfg(feature = "testing")]
 pub fn trim_cell_cache() -> usize {
     CACHE
         .try_with(|c| {

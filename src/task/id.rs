@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Identifies a task, unique in the process, as tokio's `task::Id`.
 ///
-/// What [`task::id`](crate::task::id), [`JoinHandle::id`](crate::JoinHandle::id),
-/// [`AbortHandle::id`](crate::AbortHandle::id), [`JoinError::id`](crate::JoinError::id),
+/// What [`task::id`](crate::task::id), [`JoinHandle::id`](crate::task::JoinHandle::id),
+/// [`AbortHandle::id`](crate::task::AbortHandle::id), [`JoinError::id`](crate::task::JoinError::id),
 /// the stall report and the `tracing` spans give. No two tasks of one
 /// process share an id, whatever executor or `Pool` core ran them, and an
 /// id is never reused. Ids are not in spawn order across threads: each
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// `Debug` prints `Id(N)`, `Display` prints `N`, as tokio's. A
 /// [`Scheduler`](crate::sched::Scheduler) sees a task's [`TaskKey`]
-/// instead; [`JoinHandle::key`](crate::JoinHandle::key) relates the two.
+/// instead; [`JoinHandle::key`](crate::task::JoinHandle::key) relates the two.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId(NonZeroU64);
 
@@ -89,8 +89,8 @@ impl fmt::Display for TaskId {
 /// by a stale waker, a scheduler or a join handle) never aliases it. Keys
 /// are unique among the tasks of one executor, not in the process (the
 /// first task of every executor has the key `0v0`): a task's process-wide
-/// id is its [`TaskId`]. [`JoinHandle::key`](crate::JoinHandle::key) and
-/// [`AbortHandle::key`](crate::AbortHandle::key) give a task's key.
+/// id is its [`TaskId`]. [`JoinHandle::key`](crate::task::JoinHandle::key) and
+/// [`AbortHandle::key`](crate::task::AbortHandle::key) give a task's key.
 ///
 /// Both halves are packed in one integer (`index << 32 | generation`,
 /// ordered as the pair `(index, generation)`): the run loop keeps a key in

@@ -17,7 +17,7 @@ use crate::task::raw::{AbortRef, JoinCell};
 /// aborted, panicked, or was dropped when its executor shut down. Dropping
 /// the handle **detaches** the task: it keeps running and its output is
 /// dropped when it completes. To await many tasks in the order they finish,
-/// put their handles in a [`JoinSet`](crate::JoinSet).
+/// put their handles in a [`JoinSet`](crate::task::JoinSet).
 ///
 /// ```
 /// use tourbillon::Builder;

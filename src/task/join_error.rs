@@ -13,7 +13,7 @@ use crate::boundary::panic_message;
 
 /// A task did not produce its output: it was cancelled or it panicked.
 ///
-/// Returned by awaiting a [`JoinHandle`](crate::JoinHandle). `Send` and
+/// Returned by awaiting a [`JoinHandle`](crate::task::JoinHandle). `Send` and
 /// `Sync`, as tokio's (it fits `anyhow::Error` and `io::Error::other`):
 /// the panic payload is reached by value only ([`into_panic`](Self::into_panic)).
 ///
@@ -30,7 +30,7 @@ use crate::boundary::panic_message;
 /// message. Every other payload is the task's own, unchanged. The main
 /// future of `block_on` / `run_until` gets the same explanation: the
 /// driver panics with it. (With
-/// [`PanicPolicy::Propagate`](crate::PanicPolicy::Propagate) the panic that
+/// [`PanicPolicy::Propagate`](crate::config::PanicPolicy::Propagate) the panic that
 /// resumes out of `block_on` / `run_until` carries tokio's payload as it
 /// is.)
 ///
@@ -76,7 +76,7 @@ impl JoinError {
         matches!(self.repr, Repr::Cancelled)
     }
 
-    /// The task panicked (with [`PanicPolicy::Catch`](crate::PanicPolicy::Catch)).
+    /// The task panicked (with [`PanicPolicy::Catch`](crate::config::PanicPolicy::Catch)).
     pub fn is_panic(&self) -> bool {
         matches!(self.repr, Repr::Panic { .. })
     }

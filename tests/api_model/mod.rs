@@ -89,14 +89,13 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tourbillon::clock::{Clock, ManualClock};
-use tourbillon::config::MAX_SHARES;
+use tourbillon::config::{PanicPolicy, MAX_SHARES};
+use tourbillon::error::{SharesError, SpawnError};
+use tourbillon::remote::RemoteJoinHandle;
 use tourbillon::sched::{Las, Scheduler, QUARANTINE_AFTER};
-use tourbillon::task::{yield_maybe, GroupId, TaskId, TaskKey};
+use tourbillon::task::{yield_maybe, yield_now, GroupId, JoinError, JoinHandle, TaskId, TaskKey};
 use tourbillon::testing::BuilderExt;
-use tourbillon::{
-    try_spawn, yield_now, Builder, Executor, JoinError, JoinHandle, PanicPolicy, QueueSpec,
-    RemoteJoinHandle, SharesError, SpawnError, Spawner,
-};
+use tourbillon::{try_spawn, Builder, Executor, QueueSpec, Spawner};
 
 pub const QUEUES: usize = 4;
 /// The queue of the custom scheduler.

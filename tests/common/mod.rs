@@ -31,7 +31,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use tourbillon::clock::ManualClock;
-use tourbillon::{yield_now, Builder, Executor, QueueKey};
+use tourbillon::task::yield_now;
+use tourbillon::{Builder, Executor, QueueKey};
 
 pub const US: u64 = 1_000;
 pub const MS: u64 = 1_000_000;

@@ -67,8 +67,10 @@ use tourbillon::pool::{
     ControlError, Placement, Pool, PoolStats, ShutdownError, ShutdownReport, SubmitError,
     TrySubmitError,
 };
+use tourbillon::remote::RemoteJoinHandle;
 use tourbillon::stats::ExecutorStats;
-use tourbillon::{Builder, JoinError, RemoteJoinHandle};
+use tourbillon::task::JoinError;
+use tourbillon::Builder;
 
 /// The queue keys a core may declare.
 pub const KEYS: [&str; 3] = ["a", "b", "c"];
@@ -369,7 +371,7 @@ impl Case {
             Box::pin(async move {
                 let guard = guard;
                 for _ in 0..task.yields {
-                    tourbillon::yield_now().await;
+                    tourbillon::task::yield_now().await;
                 }
                 if let Some(g) = task.gate {
                     gates[g as usize].wait().await;

@@ -3,7 +3,7 @@
 //!
 //! Workloads (each system uses its own `yield_now`: tokio's for tokio and
 //! clockworker, futures-lite's for async-executor, `LocalPool` and glommio,
-//! `tourbillon::yield_now` for tourbillon):
+//! `tourbillon::task::yield_now` for tourbillon):
 //! * `W1 yield5` (the headline, as `benches/overhead.rs`): 1,000 warm-up
 //!   tasks that yield once, awaited; then, timed, 50,000 tasks that each
 //!   yield 5 times, all spawned, then every handle awaited in spawn order;
@@ -366,7 +366,7 @@ async fn workload<S: Sys>(s: &S, w: Workload, sz: &Sizes) -> Sample {
 struct Tourbillon(Vec<tourbillon::QueueHandle>);
 
 impl Sys for Tourbillon {
-    type Handle<T: 'static> = tourbillon::JoinHandle<T>;
+    type Handle<T: 'static> = tourbillon::task::JoinHandle<T>;
 
     fn spawn<F>(&self, i: usize, f: F) -> Self::Handle<F::Output>
     where
@@ -390,7 +390,7 @@ impl Sys for Tourbillon {
     }
 
     fn yield_now() -> impl Future<Output = ()> + Send + 'static {
-        tourbillon::yield_now()
+        tourbillon::task::yield_now()
     }
 }
 

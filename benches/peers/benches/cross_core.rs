@@ -319,10 +319,10 @@ const Q: &str = "q";
 fn tourbillon_pool(
     cpus: Vec<usize>,
     pinned: bool,
-) -> Result<tourbillon::Pool<&'static str>, String> {
+) -> Result<tourbillon::pool::Pool<&'static str>, String> {
     use tourbillon::pool::{Host, Placement};
     let n = cpus.len();
-    let builder = tourbillon::Pool::builder();
+    let builder = tourbillon::pool::Pool::builder();
     let builder = if pinned {
         builder.placement(Placement::Cpus(cpus))
     } else {
@@ -336,7 +336,7 @@ fn tourbillon_pool(
 }
 
 /// Shuts `pool` down; an error unless every core drained.
-fn tourbillon_shutdown(pool: &tourbillon::Pool<&'static str>) -> Result<(), String> {
+fn tourbillon_shutdown(pool: &tourbillon::pool::Pool<&'static str>) -> Result<(), String> {
     let report = pool
         .shutdown(std::time::Duration::from_secs(5))
         .map_err(|e| e.to_string())?;

@@ -402,16 +402,16 @@ pub(super) type PollFn = unsafe fn(NonNull<Header>) -> PollCode;
 /// The tags of [`Header::stage`]: what the stage's bytes hold.
 pub(super) mod stage {
     /// The future (pinned: dropped in place, never moved).
-    pub(in crate::task_impl::raw) const RUNNING: u8 = 0;
+    pub(in crate::task::raw) const RUNNING: u8 = 0;
     /// The future's output.
-    pub(in crate::task_impl::raw) const FINISHED: u8 = 1;
+    pub(in crate::task::raw) const FINISHED: u8 = 1;
     /// Nothing: the future was dropped unpolled (`abort`); the join handle
     /// reads `JoinError::Cancelled`.
-    pub(in crate::task_impl::raw) const CANCELLED: u8 = 2;
+    pub(in crate::task::raw) const CANCELLED: u8 = 2;
     /// A boxed panic payload.
-    pub(in crate::task_impl::raw) const PANICKED: u8 = 3;
+    pub(in crate::task::raw) const PANICKED: u8 = 3;
     /// Nothing: the result was read, or dropped.
-    pub(in crate::task_impl::raw) const CONSUMED: u8 = 4;
+    pub(in crate::task::raw) const CONSUMED: u8 = 4;
 }
 
 /// Adds a reference (a waker clone, an abort handle).

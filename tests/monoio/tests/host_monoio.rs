@@ -33,7 +33,8 @@ use monoio::io::{AsyncReadRent, AsyncReadRentExt, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 use monoio::time::{sleep, sleep_until, Instant};
 use monoio::{IoUringDriver, RuntimeBuilder};
-use tourbillon::{yield_now, Executor};
+use tourbillon::task::yield_now;
+use tourbillon::Executor;
 
 /// Runs `fut` in `ex` hosted by a monoio runtime on io_uring with its
 /// timer, failing the test (instead of hanging it) if it has not completed
