@@ -43,8 +43,9 @@ use tokio::sync::mpsc;
 
 use crate::cpu;
 use crate::latency::Histogram;
-use crate::protocol::{Request, MAX_LINE};
-use crate::workload::{key_name, keys_by_shard, scan_replies, value_for, RequestRing, Rng, RING};
+use crate::workload::{
+    key_name, keys_by_shard, scan_replies, value_for, Request, RequestRing, Rng, MAX_REPLY, RING,
+};
 
 /// Which core each connection goes to, and with which keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,13 +291,13 @@ async fn fill(s: &mut TcpStream, p: &ConnPlan) -> std::io::Result<()> {
             Request::Set(key_name(k), value_for(k, 0)).encode(&mut out);
         }
         s.write_all(&out).await?;
-        let mut lines = 0;
-        while lines < batch.len() {
+        let mut replies = 0;
+        while replies < batch.len() {
             if s.read_buf(&mut inbuf).await? == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
             let r = scan_replies(&inbuf);
-            lines += r.lines;
+            replies += r.count;
             inbuf.drain(..r.used);
         }
     }
@@ -356,7 +357,7 @@ async fn closed_loop(
         }
         let now = Instant::now();
         let replies = scan_replies(&buf);
-        let mut left = replies.lines;
+        let mut left = replies.count;
         while left > 0 {
             let Some((written, pending)) = in_flight.front_mut() else {
                 return Err(std::io::Error::other("a response to no request"));
@@ -370,20 +371,20 @@ async fn closed_loop(
                 in_flight.pop_front();
             }
         }
-        account(&mut result, replies.lines, replies.errors, now);
-        free += replies.lines;
+        account(&mut result, replies.count, replies.errors, now);
+        free += replies.count;
         buf.drain(..replies.used);
-        if buf.len() > MAX_LINE {
-            return Err(std::io::Error::other("response line too long"));
+        if buf.len() > MAX_REPLY {
+            return Err(std::io::Error::other("a reply above MAX_REPLY bytes"));
         }
     }
     Ok(result)
 }
 
-fn account(result: &mut ConnResult, lines: usize, errors: usize, now: Instant) {
-    result.received += lines as u64;
+fn account(result: &mut ConnResult, replies: usize, errors: usize, now: Instant) {
+    result.received += replies as u64;
     result.errors += errors as u64;
-    if lines > 0 {
+    if replies > 0 {
         result.last_response = Some(now);
     }
 }
@@ -475,7 +476,7 @@ async fn read_answers(
     while read_some(&mut read, &mut buf, deadline).await?.is_some() {
         let now = Instant::now();
         let replies = scan_replies(&buf);
-        for _ in 0..replies.lines {
+        for _ in 0..replies.count {
             if current.as_ref().is_none_or(|b| b.count == 0) {
                 let next = sent_rx.try_recv();
                 current =
@@ -491,10 +492,10 @@ async fn read_answers(
             batch.first_due += interval;
             batch.count -= 1;
         }
-        account(&mut result, replies.lines, replies.errors, now);
+        account(&mut result, replies.count, replies.errors, now);
         buf.drain(..replies.used);
-        if buf.len() > MAX_LINE {
-            return Err(std::io::Error::other("response line too long"));
+        if buf.len() > MAX_REPLY {
+            return Err(std::io::Error::other("a reply above MAX_REPLY bytes"));
         }
     }
     Ok(result)

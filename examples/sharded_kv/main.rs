@@ -1,24 +1,41 @@
-//! A sharded in-memory key-value store over TCP, one shard per core of a
-//! `tourbillon::pool::Pool`, and a load client that measures it.
+//! A sharded in-memory key-value server that speaks Redis's protocol
+//! (RESP2), one shard per core of a `tourbillon::pool::Pool`, and a load
+//! client that measures it.
 //!
 //! ```text
-//! cargo run --release --example sharded_kv --features tokio
-//! cargo run --release --example sharded_kv --features tokio -- --cores 1 --rate max
+//! cargo run --release --example sharded_kv --features tokio -- serve --cores 2 --port 6380
+//! redis-cli -p 6380 set greeting hello
+//! redis-benchmark -p 6380 -t set,get -r 100000 -n 1000000 -P 16
+//! cargo run --release --example sharded_kv --features tokio -- load --cores 1 --rate max
 //! ```
+//!
+//! Two subcommands:
+//!
+//! * `serve`: the server, on 127.0.0.1, until SIGINT or SIGTERM; then it
+//!   stops gracefully (the requests already received are answered) and
+//!   prints what each core did and the pool's shutdown report. With
+//!   `--plain-tokio`, the same server code on one tokio `current_thread`
+//!   runtime without tourbillon (one shard), for comparison
+//!   (benches/redis_compare.sh measures the three: redis-server, this
+//!   server on a tourbillon core, and on plain tokio).
+//! * `load`: the server and its built-in load client in one process: the
+//!   client runs for a fixed duration, prints its measurements and what
+//!   each core did, and the program shuts the pool down.
 //!
 //! Architecture (each part has its own file):
 //!
-//! * protocol.rs: a text protocol, one request per line (`GET key`,
-//!   `SET key value`, `DEL key`), answers in order, pipelining allowed.
-//! * store.rs: a shard, an ordered map in a thread-local of its core: no
-//!   locks, and nothing `Send` about it.
-//! * server.rs: what each core runs. The pool has one thread per core,
-//!   each an executor with a foreground queue "fg" (shares 8: accept loop,
-//!   connections), a queue "fwd" for the requests forwarded from other
-//!   cores (shares 32) and a background queue "bg" (shares 1: a periodic
-//!   snapshot pass over the shard). Each core accepts on a shared
+//! * server/: the server (its mod.rs describes it): resp.rs, the protocol
+//!   (an incremental RESP2 parser and the reply encoders); commands.rs,
+//!   the commands (`GET`, `SET` with `EX`/`PX`, `DEL`, `EXISTS`, `MGET`
+//!   and `MSET` across shards, `DBSIZE`, `FLUSHALL`, `PING`, `ECHO`, and
+//!   what clients send on connect: `HELLO`, `CLIENT`, `CONFIG GET`,
+//!   `COMMAND`); store.rs, a shard. The pool has one thread per core,
+//!   each an executor with a foreground queue "fg" (shares 8: accept
+//!   loops, connections), a queue "fwd" for the operations forwarded from
+//!   other cores (shares 32) and a background queue "bg" (shares 1:
+//!   snapshot passes over the shard). Each core accepts on a shared
 //!   `SO_REUSEPORT` port and on a port of its own; a key belongs to shard
-//!   `hash(key) % cores`, and requests for another core's keys go there
+//!   `hash(key) % cores`, and operations on another core's keys go there
 //!   with `pool.submit_to`, whose `Send` closure builds the (non-`Send`)
 //!   future on the target core.
 //! * client.rs: the load client, on threads of its own outside the pool:
@@ -32,65 +49,68 @@
 //! * workload.rs, latency.rs: the client's requests, encoded before the
 //!   run, and its latency histogram.
 //!
-//! Measured (`--rate max --duration 5`, 1-core and 2-core runs alternated,
-//! medians of 3, 2-vCPU Xeon VM, 2026-11-26; docs/benchmarks.md, "Sharded
-//! key-value server", has the tables): shard-aware, 1.27 M requests/s on
-//! 1 core and 2.96 M on 2 (2.33 times, as half the 50,000 keys cost a
-//! core less per request than all of them; 1.74 times with the shard size
-//! per core held equal); `any`, 1.33 and 1.95 M (1.47 times: half the requests are
-//! forwarded, 0.81 us of server CPU per request against 0.49). What stops
-//! scaling beyond: the client's CPU in the same machine (0.15 of the 0.63
-//! us a request costs at 2 cores), and under `any` the forwarded fraction
-//! `(N - 1) / N` at about 0.64 us each, with `N - 1` hops per read that
-//! carry fewer requests each as `N` grows.
+//! Measured with redis-benchmark beside redis-server: docs/benchmarks.md,
+//! "Redis protocol: redis-benchmark against sharded_kv and redis-server";
+//! with the built-in client: "Sharded key-value server" there.
 //!
-//! The program starts the server, runs the client, stops the server's
-//! loops, prints what each core did and shuts the pool down, by itself.
-//! `--help` explains its flags and every line of its output ([`HELP`]).
+//! `--help` explains the flags and every line of the output ([`HELP`]).
 
 mod client;
 mod cpu;
 mod latency;
-mod protocol;
 mod server;
-mod store;
 mod workload;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use futures::executor::block_on;
-use tokio::sync::watch;
-use tourbillon::pool::{Host, Placement, Pool};
+use tourbillon::pool::{Placement, Pool};
 
 use client::{LoadConfig, LoadReport, Routing};
 use latency::Histogram;
-use server::{BG, FG, FWD};
+use server::{store, Config, Server, Snapshot, Stopped, FG};
 
-struct Options {
-    cores: usize,
-    placement: Placement,
-    load: LoadConfig,
-}
-
-const USAGE: &str = "usage: sharded_kv [--cores N] [--placement each-cpu|unpinned] \
-[--routing shard-aware|any] [--duration SECONDS] [--rate REQUESTS_PER_SECOND|max] [--conns N] \
-[--depth N] [--keys N] [--client-threads N]; sharded_kv --help explains them";
+const USAGE: &str = "usage: sharded_kv serve [--cores N] [--port P] [--placement each-cpu|unpinned] \
+[--snapshot off|busy|MILLISECONDS] [--plain-tokio]; \
+sharded_kv load [--cores N] [--placement each-cpu|unpinned] [--routing shard-aware|any] \
+[--duration SECONDS] [--rate REQUESTS_PER_SECOND|max] [--conns N] [--depth N] [--keys N] \
+[--client-threads N]; sharded_kv --help explains them";
 
 const HELP: &str = "\
-sharded_kv: a key-value server with one shard per core of a tourbillon Pool
-(each core an executor in a tokio current_thread runtime, queues fg, fwd and
-bg), and a load client in the same process. It starts the server, runs the
-client for --duration, prints what the client measured and what each core
-did, and shuts the pool down.
+sharded_kv: a key-value server that speaks Redis's protocol (RESP2), with one
+shard per core of a tourbillon Pool (each core an executor in a tokio
+current_thread runtime, queues fg, fwd and bg), and a load client.
 
 USAGE:
-    cargo run --release --example sharded_kv --features tokio [-- OPTIONS]
+    cargo run --release --example sharded_kv --features tokio -- serve [OPTIONS]
+    cargo run --release --example sharded_kv --features tokio -- load [OPTIONS]
+
+serve: serves on 127.0.0.1 until SIGINT or SIGTERM, then stops gracefully (the
+requests already received are answered), prints what each core did and the
+pool's shutdown report. Commands: GET, SET [EX|PX], DEL, EXISTS, MGET, MSET,
+DBSIZE, FLUSHALL, PING, ECHO, SELECT 0, QUIT, and HELLO 2, CLIENT, CONFIG GET,
+COMMAND as clients send them on connect (examples/sharded_kv/server/commands.rs).
+
+load: starts the server, runs the built-in client for --duration, prints what
+the client measured and what each core did, and shuts the pool down.
 
 OPTIONS (default in brackets):
     --cores N              pool cores, one thread and one shard each [2]
-    --placement P          each-cpu: core i pinned to the i-th CPU;
-                           unpinned: the OS places the threads [each-cpu]
+    --placement P          each-cpu: core i pinned to the i-th CPU of the
+                           process's affinity mask (so `taskset -c 1` puts
+                           a 1-core server on CPU 1); unpinned: the OS
+                           places the threads [each-cpu]
+    --snapshot S           the background snapshot passes of each core: off,
+                           busy (back to back), or a pause in milliseconds
+                           between passes [50]
+serve only:
+    --port P               the shared port, on 127.0.0.1 (each core also
+                           listens on a free port of its own, printed) [6380]
+    --plain-tokio          the same server code on one tokio current_thread
+                           runtime, without tourbillon (one shard; --cores
+                           and --placement do not apply)
+load only:
     --routing R            shard-aware: the client sends each core only its
                            own keys, on the core's own port; any: keys of
                            every shard on the shared port, and the server
@@ -106,34 +126,64 @@ OPTIONS (default in brackets):
     --client-threads N     client threads (not pinned) [1]
     -h, --help             this text
 
-OUTPUT:
+OUTPUT (load):
     server: ...            cores and ports, and the client's settings
     client: sent S received R errors E in T s: X requests/s
-                           requests sent and answered, error answers, and
-                           answers per second over the measured phase
+                           requests sent and answered, error replies, and
+                           replies per second over the measured phase
     latency from due time  (open loop) from when the request was due to be
-                           sent to its answer: includes the client's own
+                           sent to its reply: includes the client's own
                            delays, so a server that falls behind shows here
-    latency from write     from the write of the request to its answer
+    latency from write     from the write of the request to its reply
                            (p50, p99, p999, max, in us)
     cpu: ...               CPU time of the server's core threads and of the
                            client threads, in all and per request (Linux
                            /proc; absent elsewhere)
-    core N: ...            connections accepted, requests read (the fill's
-                           included; forwarded: sent to another core), the
-                           shard's applied requests (forwarded in: from
-                           other cores), entries (tombstones included), and
-                           its background snapshot passes
-    core N executor: ...   per queue (fg: accept loop and connections, fwd:
-                           requests forwarded from other cores, bg:
+OUTPUT (both):
+    core N: ...            connections accepted, requests read (in load,
+                           the fill's included), the shard's applied operations
+                           (forwarded in: from other cores), entries
+                           (tombstones included), and its background passes
+    core N executor: ...   per queue (fg: accept loops and connections, fwd:
+                           operations forwarded from other cores, bg:
                            snapshots): service time and polls
+    connections: ...       (serve) connections accepted, closed at the stop
+                           after answering, cancelled at the end of the grace
     shutdown (...):        per core, drained or the tasks cancelled
 ";
 
+enum Mode {
+    Serve { plain_tokio: bool },
+    Load,
+}
+
+struct Options {
+    mode: Mode,
+    server: Config,
+    load: LoadConfig,
+}
+
 fn parse_args() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mode = match args.next().as_deref() {
+        Some("serve") => Mode::Serve { plain_tokio: false },
+        Some("load") => Mode::Load,
+        Some("--help" | "-h") => {
+            print!("{HELP}");
+            std::process::exit(0);
+        }
+        Some(other) => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
+        None => return Err(USAGE.to_string()),
+    };
     let mut o = Options {
-        cores: 2,
-        placement: Placement::EachCpu,
+        server: Config {
+            cores: 2,
+            placement: Placement::EachCpu,
+            port: if matches!(mode, Mode::Serve { .. }) { 6380 } else { 0 },
+            snapshot: Snapshot::Every(Duration::from_millis(50)),
+            grace: Duration::from_secs(2),
+        },
+        mode,
         load: LoadConfig {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             core_addrs: Vec::new(),
@@ -146,11 +196,15 @@ fn parse_args() -> Result<Options, String> {
             keys: 50_000,
         },
     };
-    let mut args = std::env::args().skip(1);
+    let serve = matches!(o.mode, Mode::Serve { .. });
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
             print!("{HELP}");
             std::process::exit(0);
+        }
+        if flag == "--plain-tokio" && serve {
+            o.mode = Mode::Serve { plain_tokio: true };
+            continue;
         }
         let value = args
             .next()
@@ -177,19 +231,29 @@ fn parse_args() -> Result<Options, String> {
             "any" => Some(Routing::Any),
             _ => None,
         };
-        let parsed = match flag.as_str() {
-            "--cores" => count.map(|n| o.cores = n),
-            "--conns" => count.map(|n| o.load.conns = n),
-            "--depth" => count.map(|n| o.load.depth = n),
-            "--client-threads" => count.map(|n| o.load.threads = n),
-            "--keys" => count.map(|n| o.load.keys = n as u64),
-            "--duration" => secs
+        let snapshot = match value.as_str() {
+            "off" => Some(Snapshot::Off),
+            "busy" => Some(Snapshot::Busy),
+            ms => ms
+                .parse::<u64>()
+                .ok()
+                .map(|ms| Snapshot::Every(Duration::from_millis(ms))),
+        };
+        let parsed = match (flag.as_str(), serve) {
+            ("--cores", _) => count.map(|n| o.server.cores = n),
+            ("--placement", _) => placement.map(|p| o.server.placement = p),
+            ("--snapshot", _) => snapshot.map(|s| o.server.snapshot = s),
+            ("--port", true) => value.parse::<u16>().ok().map(|p| o.server.port = p),
+            ("--conns", false) => count.map(|n| o.load.conns = n),
+            ("--depth", false) => count.map(|n| o.load.depth = n),
+            ("--client-threads", false) => count.map(|n| o.load.threads = n),
+            ("--keys", false) => count.map(|n| o.load.keys = n as u64),
+            ("--duration", false) => secs
                 .and_then(|s| Duration::try_from_secs_f64(s).ok())
                 .filter(|d| !d.is_zero())
                 .map(|d| o.load.duration = d),
-            "--rate" => rate.map(|r| o.load.rate = r),
-            "--placement" => placement.map(|p| o.placement = p),
-            "--routing" => routing.map(|r| o.load.routing = r),
+            ("--rate", false) => rate.map(|r| o.load.rate = r),
+            ("--routing", false) => routing.map(|r| o.load.routing = r),
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         };
         parsed.ok_or(format!("bad value for {flag}: {value:?}\n{USAGE}"))?;
@@ -198,65 +262,17 @@ fn parse_args() -> Result<Options, String> {
 }
 
 fn main() {
-    let mut opts = match parse_args() {
+    let opts = match parse_args() {
         Ok(o) => o,
         Err(msg) => {
             eprintln!("{msg}");
             std::process::exit(2);
         }
     };
-
-    // One executor per core, each on a thread of its own nested in a tokio
-    // current_thread runtime (tokio sockets and timers work in its tasks).
-    let pool: Pool<&'static str> = Pool::builder()
-        .cores(opts.cores)
-        .placement(opts.placement.clone())
-        .host(Host::Tokio)
-        .executor(|_core| {
-            tourbillon::Builder::new()
-                .queue(FG, 8)
-                .queue(FWD, 32)
-                .queue(BG, 1)
-        })
-        .build()
-        .unwrap_or_else(|e| fail("building the pool", e));
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let ports =
-        block_on(start_server(&pool, stop_rx)).unwrap_or_else(|e| fail("starting the server", e));
-    opts.load.addr.set_port(ports.shared);
-    opts.load.core_addrs = (ports.own.iter())
-        .map(|&p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
-        .collect();
-    println!(
-        "server: {} cores on 127.0.0.1:{} (shared), own ports {:?}; \
-         client: {} connections on {} thread(s), routing {:?}, {}, {:?}",
-        pool.cores(),
-        ports.shared,
-        ports.own,
-        opts.load.conns,
-        opts.load.threads,
-        opts.load.routing,
-        match opts.load.rate {
-            Some(r) => format!("open loop at {r} requests/s"),
-            None => format!("closed loop, {} in flight per connection", opts.load.depth),
-        },
-        opts.load.duration,
-    );
-
-    let report = client::run(&opts.load).unwrap_or_else(|e| fail("client", e));
-    print_load(&report, &opts.load);
-
-    // Ask the accept and background loops to return, read what each core
-    // counted (on that core: the counters are thread-locals), shut down.
-    stop_tx.send_replace(true);
-    print_cores(&pool);
-    match pool.shutdown(Duration::from_secs(1)) {
-        Ok(report) => print!(
-            "shutdown ({} task(s) cancelled):\n{report}",
-            report.cancelled()
-        ),
-        Err(e) => eprintln!("shutdown: {e}"),
+    match opts.mode {
+        Mode::Serve { plain_tokio: false } => serve(&opts.server),
+        Mode::Serve { plain_tokio: true } => serve_plain_tokio(&opts.server),
+        Mode::Load => load(opts.server, opts.load),
     }
 }
 
@@ -265,58 +281,112 @@ fn fail(what: &str, e: impl std::fmt::Display) -> ! {
     std::process::exit(1);
 }
 
-/// The server's ports: the one every core accepts on, and each core's own.
-struct Ports {
-    shared: u16,
-    own: Vec<u16>,
+/// Waits for SIGINT or SIGTERM, whose handlers it sets at its first poll.
+async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).unwrap_or_else(|e| fail("SIGTERM", e));
+    let mut int = signal(SignalKind::interrupt()).unwrap_or_else(|e| fail("SIGINT", e));
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    println!("{name}: stopping");
 }
 
-/// Binds two listeners on each core: one on the shared port (the first
-/// core's on a free port, the others on the same port) and one on a free
-/// port of the core's own; spawns each core's accept loops and background
-/// loop; returns the ports.
-async fn start_server(
-    pool: &Pool<&'static str>,
-    stop: watch::Receiver<bool>,
-) -> std::io::Result<Ports> {
-    let mut ports = Ports {
-        shared: 0,
-        own: Vec::new(),
-    };
-    for core in 0..pool.cores() {
-        // The loops hold a handle that does not keep the pool alive (a
-        // `Pool` clone in a task would keep every core running).
-        let (p, s) = (pool.handle(), stop.clone());
-        let shared = ports.shared;
-        // The closure runs on `core`: the listeners are created there, in
-        // that core's tokio runtime, and their accept loops stay there.
-        let (shared, own) = pool
-            .submit_to(core, FG, move || async move {
-                let listener = server::listen(shared, true)?;
-                let own = server::listen(0, false)?;
-                let ports = (listener.local_addr()?.port(), own.local_addr()?.port());
-                // Detached: the loops return when `stop` changes.
-                drop(tourbillon::spawn(server::accept_loop(
-                    p.clone(),
-                    listener,
-                    s.clone(),
-                )));
-                drop(tourbillon::spawn(server::accept_loop(p, own, s)));
-                Ok::<_, std::io::Error>(ports)
-            })
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??;
-        ports.shared = shared;
-        ports.own.push(own);
-        let s = stop.clone();
-        let background = pool
-            .spawn_on(core, BG, move || server::background_loop(s))
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        // Detached: the loop returns when `stop` changes.
-        drop(background);
+/// `serve`: the server on a pool until a signal.
+fn serve(cfg: &Config) {
+    // The main thread only waits for the signal (the signal handlers are
+    // set before the server accepts anything).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail("runtime", e));
+    let mut signal = Box::pin(signalled());
+    // Its first poll sets the handlers.
+    let _ = rt.block_on(async { futures::poll!(signal.as_mut()) });
+    let server = Server::start(cfg).unwrap_or_else(|e| fail("starting the server", e));
+    println!(
+        "sharded_kv: serving RESP2 on {} ({} cores, own ports {:?}, snapshot passes {}) \
+         until SIGINT or SIGTERM",
+        server.addr(),
+        server.pool().cores(),
+        server.own_ports,
+        cfg.snapshot
+    );
+    rt.block_on(signal);
+    print_cores(server.pool());
+    print_stopped(server.shutdown());
+}
+
+/// `serve --plain-tokio`: the same server code on this thread's tokio
+/// runtime, without tourbillon.
+fn serve_plain_tokio(cfg: &Config) {
+    let report = server::run_plain_tokio(
+        cfg,
+        |addr| {
+            println!(
+                "sharded_kv: serving RESP2 on {addr} (plain tokio current_thread, snapshot passes {}) \
+                 until SIGINT or SIGTERM",
+                cfg.snapshot
+            );
+        },
+        signalled(),
+    )
+    .unwrap_or_else(|e| fail("serving", e));
+    let (conn, shard) = (server::conn_stats(), store::stats());
+    println!(
+        "accepted {} connections, read {} requests; shard applied {}, {} entries; \
+         {} snapshot passes",
+        conn.accepted, conn.requests, shard.applied, shard.entries, shard.passes
+    );
+    println!(
+        "connections: {} accepted, {} closed at the stop, {} cancelled",
+        report.accepted, report.closed_at_stop, report.cancelled
+    );
+}
+
+fn print_stopped(stopped: Stopped) {
+    let c = stopped.connections;
+    println!(
+        "connections: {} accepted, {} closed at the stop, {} cancelled",
+        c.accepted, c.closed_at_stop, c.cancelled
+    );
+    match stopped.pool {
+        Ok(report) => print!(
+            "shutdown ({} task(s) cancelled):\n{report}",
+            report.cancelled()
+        ),
+        Err(e) => eprintln!("shutdown: {e}"),
     }
-    Ok(ports)
+}
+
+/// `load`: the server and the built-in client in this process.
+fn load(server_cfg: Config, mut load: LoadConfig) {
+    let server = Server::start(&server_cfg).unwrap_or_else(|e| fail("starting the server", e));
+    load.addr.set_port(server.port);
+    load.core_addrs = (server.own_ports.iter())
+        .map(|&p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+        .collect();
+    println!(
+        "server: {} cores on 127.0.0.1:{} (shared), own ports {:?}; \
+         client: {} connections on {} thread(s), routing {:?}, {}, {:?}",
+        server.pool().cores(),
+        server.port,
+        server.own_ports,
+        load.conns,
+        load.threads,
+        load.routing,
+        match load.rate {
+            Some(r) => format!("open loop at {r} requests/s"),
+            None => format!("closed loop, {} in flight per connection", load.depth),
+        },
+        load.duration,
+    );
+
+    let report = client::run(&load).unwrap_or_else(|e| fail("client", e));
+    print_load(&report, &load);
+    print_cores(server.pool());
+    print_stopped(server.shutdown());
 }
 
 fn print_load(r: &LoadReport, cfg: &LoadConfig) {
@@ -365,13 +435,11 @@ fn print_cores(pool: &Pool<&'static str>) {
             continue;
         };
         println!(
-            "core {core}: accepted {} connections, read {} requests (the fill's included; {} forwarded \
-             to other cores); \
+            "core {core}: accepted {} connections, read {} requests; \
              shard applied {} ({} forwarded in), {} entries; {} snapshot passes \
              (last: {} entries, {} KiB), {} tombstones dropped",
             conn.accepted,
             conn.requests,
-            conn.forwarded_out,
             shard.applied,
             shard.forwarded_in,
             shard.entries,

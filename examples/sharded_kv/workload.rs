@@ -1,19 +1,20 @@
 //! What the load client sends, prepared before the run, and how it reads
-//! the answers, so that the client spends little CPU per request (it
+//! the replies, so that the client spends little CPU per request (it
 //! shares the machine with the server).
 //!
 //! * Each connection's requests are encoded once, before the measured
-//!   phase, into a [`RequestRing`]: [`RING`] request lines, laid out twice
-//!   in a row so that any run of up to [`RING`] consecutive requests,
-//!   wrapping or not, is one contiguous slice. Sending `n` requests is one
-//!   `write` of a slice of it: no formatting, no allocation, no copy.
-//!   A connection's requests repeat every [`RING`] requests.
-//! * The answers are counted by their line ends ([`scan_replies`]), with a
-//!   look at the first bytes of each line for `ERR`; nothing is parsed or
+//!   phase, into a [`RequestRing`]: [`RING`] requests in RESP2 (arrays of
+//!   bulk strings), laid out twice in a row so that any run of up to
+//!   [`RING`] consecutive requests, wrapping or not, is one contiguous
+//!   slice. Sending `n` requests is one `write` of a slice of it: no
+//!   formatting, no allocation, no copy. A connection's requests repeat
+//!   every [`RING`] requests.
+//! * The replies are counted by their framing ([`scan_replies`]), with a
+//!   look at the first byte of each for `-` (an error); nothing is
 //!   allocated.
 
-use crate::protocol::{Request, Response};
-use crate::store::shard_of;
+use crate::server::resp;
+use crate::server::store::shard_of;
 
 /// Requests prepared per connection (at least `--depth`).
 pub const RING: usize = 8192;
@@ -36,6 +37,25 @@ pub fn keys_by_shard(keys: u64, shards: usize) -> Vec<Vec<u64>> {
         by_shard[shard_of(&key_name(k), shards)].push(k);
     }
     by_shard
+}
+
+/// A request of the client's mix.
+#[derive(Debug)]
+pub enum Request {
+    Get(Vec<u8>),
+    Set(Vec<u8>, Vec<u8>),
+    Del(Vec<u8>),
+}
+
+impl Request {
+    /// Appends the request in RESP2 to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Request::Get(k) => resp::command(out, &[b"GET", k]),
+            Request::Set(k, v) => resp::command(out, &[b"SET", k, v]),
+            Request::Del(k) => resp::command(out, &[b"DEL", k]),
+        }
+    }
 }
 
 /// A small xorshift generator: the request mix needs no more.
@@ -113,65 +133,100 @@ impl RequestRing {
     }
 }
 
-/// The complete answer lines at the front of a buffer.
+/// The longest reply the client expects (its values are short): a
+/// connection whose unanswered bytes grow beyond it fails.
+pub const MAX_REPLY: usize = 1 << 20;
+
+/// The complete replies at the front of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replies {
-    pub lines: usize,
+    pub count: usize,
     pub errors: usize,
-    /// Bytes of those lines; the rest is an incomplete line.
+    /// Bytes of those replies; the rest is an incomplete reply.
     pub used: usize,
 }
 
-/// Counts the complete lines at the front of `buf` and the `ERR` lines
-/// among them.
+/// Counts the complete replies at the front of `buf` (RESP2: simple
+/// strings, errors, integers, bulk strings, arrays of them), and the
+/// errors among them.
 pub fn scan_replies(buf: &[u8]) -> Replies {
     let mut r = Replies {
-        lines: 0,
+        count: 0,
         errors: 0,
         used: 0,
     };
-    while let Some(pos) = buf[r.used..].iter().position(|&b| b == b'\n') {
-        r.errors += usize::from(Response::line_is_error(&buf[r.used..]));
-        r.lines += 1;
-        r.used += pos + 1;
+    while let Some(end) = reply_end(buf, r.used) {
+        r.errors += usize::from(buf[r.used] == b'-');
+        r.count += 1;
+        r.used = end;
     }
     r
+}
+
+/// The end of the reply that starts at `buf[at..]`, if it is complete
+/// (a malformed reply never is: the client then fails on its size).
+fn reply_end(buf: &[u8], at: usize) -> Option<usize> {
+    let kind = *buf.get(at)?;
+    let nl = at + buf[at..].iter().position(|&b| b == b'\n')?;
+    let next = nl + 1;
+    let number = || -> Option<i64> {
+        std::str::from_utf8(buf[at + 1..nl].strip_suffix(b"\r")?)
+            .ok()?
+            .parse()
+            .ok()
+    };
+    match kind {
+        b'+' | b'-' | b':' => Some(next),
+        b'$' => match number()? {
+            n if n < 0 => Some(next),
+            n => {
+                let end = next + n as usize + 2;
+                (end <= buf.len()).then_some(end)
+            }
+        },
+        b'*' => {
+            let mut end = next;
+            for _ in 0..number()?.max(0) {
+                end = reply_end(buf, end)?;
+            }
+            Some(end)
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::parse_request;
+    use crate::server::resp::Parser;
 
-    fn lines(bytes: &[u8]) -> Vec<&[u8]> {
-        bytes.split_inclusive(|&b| b == b'\n').collect()
+    /// The requests of `bytes`, each as its arguments.
+    fn requests(bytes: &[u8]) -> Vec<Vec<Vec<u8>>> {
+        let mut p = Parser::new();
+        let (mut at, mut all) = (0, Vec::new());
+        while let Some(len) = p.parse(&bytes[at..]).unwrap() {
+            all.push(p.args().iter().map(|r| bytes[at..][r.clone()].to_vec()).collect());
+            at += len;
+        }
+        assert_eq!(at, bytes.len());
+        all
     }
 
     #[test]
     fn ring_slices_wrap_and_repeat() {
         let keys: Vec<u64> = (0..100).collect();
         let mut ring = RequestRing::new(&keys, 5, &mut Rng(7));
-        let first: Vec<Vec<u8>> = lines(ring.take(5))
-            .into_iter()
-            .map(<[u8]>::to_vec)
-            .collect();
+        let first = requests(ring.take(5));
         assert_eq!(first.len(), 5);
-        for line in &first {
-            let req = parse_request(line.strip_suffix(b"\n").unwrap()).unwrap();
-            let k: u64 = std::str::from_utf8(&req.key()[4..])
-                .unwrap()
-                .parse()
-                .unwrap();
+        for args in &first {
+            assert!(matches!(&args[0][..], b"GET" | b"SET" | b"DEL"));
+            let k: u64 = std::str::from_utf8(&args[1][4..]).unwrap().parse().unwrap();
             assert!(k < 100);
         }
         // 3, then 4 wrapping past the end: requests 0..3, then 3, 4, 0, 1.
-        assert_eq!(
-            lines(ring.take(3)),
-            first[..3].iter().map(Vec::as_slice).collect::<Vec<_>>()
-        );
-        let wrapped = lines(ring.take(4));
-        let expected: Vec<&[u8]> = [3, 4, 0, 1].iter().map(|&i| first[i].as_slice()).collect();
-        assert_eq!(wrapped, expected);
+        assert_eq!(requests(ring.take(3)), first[..3]);
+        let expected: Vec<_> = [3, 4, 0, 1].iter().map(|&i| first[i].clone()).collect();
+        assert_eq!(requests(ring.take(4)), expected);
         assert_eq!(ring.size(), 5);
     }
 
@@ -180,27 +235,28 @@ mod tests {
         let by_shard = keys_by_shard(1000, 2);
         assert_eq!(by_shard[0].len() + by_shard[1].len(), 1000);
         let mut ring = RequestRing::new(&by_shard[1], 200, &mut Rng(3));
-        for line in lines(ring.take(200)) {
-            let req = parse_request(line.strip_suffix(b"\n").unwrap()).unwrap();
-            assert_eq!(shard_of(req.key(), 2), 1);
+        for args in requests(ring.take(200)) {
+            assert_eq!(shard_of(&args[1], 2), 1);
         }
     }
 
     #[test]
-    fn replies_are_counted_by_line_ends() {
-        let buf = b"OK\nVALUE v\nERR no\nNIL\nVAL";
+    fn replies_are_counted_by_their_framing() {
+        let buf = b"+OK\r\n$1\r\nv\r\n-ERR no\r\n$-1\r\n:3\r\n*2\r\n$1\r\na\r\n$-1\r\n*0\r\n$5\r\nval";
         assert_eq!(
             scan_replies(buf),
             Replies {
-                lines: 4,
+                count: 7,
                 errors: 1,
-                used: buf.len() - 3
+                used: buf.len() - 8
             }
         );
+        // An array is complete only with all its elements.
+        assert_eq!(scan_replies(b"*2\r\n$1\r\na\r\n").count, 0);
         assert_eq!(
             scan_replies(b""),
             Replies {
-                lines: 0,
+                count: 0,
                 errors: 0,
                 used: 0
             }

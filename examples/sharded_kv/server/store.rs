@@ -1,0 +1,361 @@
+//! One shard of the store: an ordered map that lives on one core.
+//!
+//! Each core of the pool is one OS thread, so the shard is a thread-local:
+//! the tasks of that core reach it without locks, and no other thread
+//! ever sees it. An operation on a key of another shard is not done here;
+//! the connection (commands.rs) sends it to the core that owns the key,
+//! which runs [`apply_batch`] on its own thread.
+//!
+//! `DEL` does not remove the entry: it leaves a tombstone, as
+//! log-structured stores do, and the background pass ([`snapshot_pass`])
+//! drops the tombstones, and the entries whose time to live has run out,
+//! while it writes a snapshot of the live entries. An expired entry is
+//! never returned: a read that finds one turns it into a tombstone. As in
+//! Redis, `DBSIZE` counts the expired entries not yet found.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::time::{Duration, Instant};
+
+/// The shard that owns `key` among `shards`: FNV-1a, the same on every
+/// thread and in every run.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % shards as u64) as usize
+}
+
+/// An operation on one shard, as forwarded to the core that owns it.
+#[derive(Debug)]
+pub enum Op {
+    Get(Vec<u8>),
+    Set(Vec<u8>, Vec<u8>, Option<Duration>),
+    Del(Vec<u8>),
+    Exists(Vec<u8>),
+    /// The shard's number of keys.
+    Len,
+    /// Removes every key of the shard.
+    Flush,
+}
+
+/// The result of an [`Op`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum OpResult {
+    /// `Get`: the value, if the key has one.
+    Value(Option<Vec<u8>>),
+    /// `Set`, `Flush`.
+    Done,
+    /// `Del`, `Exists`: 0 or 1; `Len`: the number of keys.
+    Count(u64),
+}
+
+/// What a shard counted, for the summary at the end.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShardStats {
+    /// Operations applied to this shard (its own and forwarded ones).
+    pub applied: u64,
+    /// Of those, operations that arrived on another core and were forwarded.
+    pub forwarded_in: u64,
+    /// Completed background passes.
+    pub passes: u64,
+    /// Tombstones and expired entries the background passes removed.
+    pub tombstones_dropped: u64,
+    /// Live entries and bytes of the latest snapshot.
+    pub snapshot_entries: u64,
+    pub snapshot_bytes: u64,
+    /// Entries in the map now (tombstones included).
+    pub entries: u64,
+}
+
+struct Entry {
+    /// `None`: a tombstone left by `DEL` (or by a read of an expired entry).
+    value: Option<Vec<u8>>,
+    /// When the value expires (`SET ... EX/PX`).
+    expires: Option<Instant>,
+}
+
+impl Entry {
+    /// The value, unless the entry is a tombstone or has expired (then it
+    /// becomes a tombstone, and `live` drops by one).
+    fn live_value(&mut self, live: &mut u64) -> Option<&mut Vec<u8>> {
+        if let (Some(_), Some(at)) = (&self.value, self.expires) {
+            if Instant::now() >= at {
+                self.value = None;
+                self.expires = None;
+                *live -= 1;
+            }
+        }
+        self.value.as_mut()
+    }
+}
+
+/// One core's shard.
+#[derive(Default)]
+pub struct Shard {
+    map: BTreeMap<Vec<u8>, Entry>,
+    /// Entries with a value (not tombstones), expired ones not yet found
+    /// included.
+    live: u64,
+    stats: ShardStats,
+}
+
+thread_local! {
+    static SHARD: RefCell<Shard> = RefCell::new(Shard::default());
+}
+
+/// Runs `f` on this thread's shard. `f` must not call `with_shard`.
+pub fn with_shard<R>(f: impl FnOnce(&mut Shard) -> R) -> R {
+    SHARD.with_borrow_mut(f)
+}
+
+/// Applies operations to this thread's shard, in order. `forwarded` says
+/// whether they came from another core (only counted).
+pub fn apply_batch(ops: Vec<Op>, forwarded: bool) -> Vec<OpResult> {
+    with_shard(|shard| {
+        if forwarded {
+            shard.stats.forwarded_in += ops.len() as u64;
+        }
+        ops.into_iter().map(|op| shard.apply(op)).collect()
+    })
+}
+
+impl Shard {
+    fn apply(&mut self, op: Op) -> OpResult {
+        match op {
+            Op::Get(k) => OpResult::Value(self.get(&k).map(<[u8]>::to_vec)),
+            Op::Set(k, v, ttl) => {
+                self.set(&k, &v, ttl);
+                OpResult::Done
+            }
+            Op::Del(k) => OpResult::Count(u64::from(self.del(&k))),
+            Op::Exists(k) => OpResult::Count(u64::from(self.exists(&k))),
+            Op::Len => OpResult::Count(self.len()),
+            Op::Flush => {
+                self.flush();
+                OpResult::Done
+            }
+        }
+    }
+
+    /// The value of `key`, if it has a live one.
+    pub fn get(&mut self, key: &[u8]) -> Option<&[u8]> {
+        self.stats.applied += 1;
+        let entry = self.map.get_mut(key)?;
+        entry.live_value(&mut self.live).map(|v| &v[..])
+    }
+
+    /// Sets `key` to `value`, which expires after `ttl` (never: `None`,
+    /// which also clears an earlier time to live, as in Redis).
+    pub fn set(&mut self, key: &[u8], value: &[u8], ttl: Option<Duration>) {
+        self.stats.applied += 1;
+        let expires = ttl.map(|t| Instant::now() + t);
+        match self.map.get_mut(key) {
+            Some(entry) => {
+                match &mut entry.value {
+                    // The old value's allocation is reused.
+                    Some(old) => {
+                        old.clear();
+                        old.extend_from_slice(value);
+                    }
+                    None => {
+                        entry.value = Some(value.to_vec());
+                        self.live += 1;
+                    }
+                }
+                entry.expires = expires;
+            }
+            None => {
+                let value = Some(value.to_vec());
+                self.map.insert(key.to_vec(), Entry { value, expires });
+                self.live += 1;
+            }
+        }
+    }
+
+    /// Deletes `key`; whether it had a live value.
+    pub fn del(&mut self, key: &[u8]) -> bool {
+        self.stats.applied += 1;
+        let Some(entry) = self.map.get_mut(key) else {
+            return false;
+        };
+        if entry.live_value(&mut self.live).is_none() {
+            return false;
+        }
+        entry.value = None;
+        entry.expires = None;
+        self.live -= 1;
+        true
+    }
+
+    /// Whether `key` has a live value.
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The number of keys (expired ones not yet found included).
+    pub fn len(&mut self) -> u64 {
+        self.stats.applied += 1;
+        self.live
+    }
+
+    /// Removes every entry.
+    pub fn flush(&mut self) {
+        self.stats.applied += 1;
+        self.map.clear();
+        self.live = 0;
+    }
+}
+
+/// This thread's shard counters.
+pub fn stats() -> ShardStats {
+    SHARD.with_borrow(|shard| ShardStats {
+        entries: shard.map.len() as u64,
+        ..shard.stats
+    })
+}
+
+/// Entries a background pass handles between two yields.
+const CHUNK: usize = 256;
+
+/// One background pass over this thread's shard: writes the live entries
+/// into `snapshot` (each as a little-endian `u32` length and the bytes of
+/// the key, then the same for the value) and removes the tombstones and
+/// the expired entries.
+///
+/// The pass walks the map in key order, [`CHUNK`] entries at a time, and
+/// calls `tourbillon::task::yield_now()` between chunks, so the requests on the
+/// foreground queue run in between (the executor decides, by the queues'
+/// shares, when the pass continues). It holds the map only during a chunk
+/// and resumes after the last key it saw, so requests may change the map
+/// between chunks: the snapshot is fuzzy (each entry as it was when its
+/// chunk was written), as the snapshots of many in-memory stores are.
+pub async fn snapshot_pass(snapshot: &mut Vec<u8>) {
+    snapshot.clear();
+    let mut resume_after: Option<Vec<u8>> = None;
+    let mut written = 0u64;
+    loop {
+        let finished = SHARD.with_borrow_mut(|shard| {
+            let from = match &resume_after {
+                Some(k) => Bound::Excluded(k.as_slice()),
+                None => Bound::Unbounded,
+            };
+            let now = Instant::now();
+            let mut dead = Vec::new();
+            let mut seen = 0;
+            let mut last = None;
+            let mut expired = 0;
+            for (k, entry) in shard
+                .map
+                .range::<[u8], _>((from, Bound::Unbounded))
+                .take(CHUNK)
+            {
+                seen += 1;
+                match &entry.value {
+                    Some(_) if entry.expires.is_some_and(|at| now >= at) => {
+                        expired += 1;
+                        dead.push(k.clone());
+                    }
+                    Some(v) => {
+                        written += 1;
+                        for part in [k, v] {
+                            snapshot.extend_from_slice(&(part.len() as u32).to_le_bytes());
+                            snapshot.extend_from_slice(part);
+                        }
+                    }
+                    None => dead.push(k.clone()),
+                }
+                last = Some(k);
+            }
+            resume_after = last.cloned();
+            shard.live -= expired;
+            shard.stats.tombstones_dropped += dead.len() as u64;
+            for k in dead {
+                shard.map.remove(&k);
+            }
+            seen < CHUNK
+        });
+        if finished {
+            break;
+        }
+        tourbillon::task::yield_now().await;
+    }
+    SHARD.with_borrow_mut(|shard| {
+        shard.stats.passes += 1;
+        shard.stats.snapshot_entries = written;
+        shard.stats.snapshot_bytes = snapshot.len() as u64;
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_keep_the_live_count() {
+        let mut s = Shard::default();
+        s.set(b"a", b"1", None);
+        s.set(b"b", b"2", None);
+        s.set(b"a", b"3", None);
+        assert_eq!(s.get(b"a"), Some(&b"3"[..]));
+        assert_eq!(s.len(), 2);
+        assert!(s.del(b"a"));
+        assert!(!s.del(b"a"));
+        assert!(!s.exists(b"a"));
+        assert_eq!(s.len(), 1);
+        s.set(b"a", b"4", None);
+        assert_eq!(s.len(), 2);
+        s.flush();
+        assert_eq!((s.len(), s.get(b"b")), (0, None));
+    }
+
+    #[test]
+    fn an_expired_value_is_gone() {
+        let mut s = Shard::default();
+        // Expired at once: a zero time to live is already over when read.
+        s.set(b"k", b"v", Some(Duration::ZERO));
+        s.set(b"long", b"v", Some(Duration::from_secs(3600)));
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.get(b"k"), None);
+        assert_eq!(s.len(), 1);
+        assert!(!s.del(b"k"));
+        assert_eq!(s.get(b"long"), Some(&b"v"[..]));
+        // SET without a time to live clears it.
+        s.set(b"k", b"w", Some(Duration::ZERO));
+        s.set(b"k", b"x", None);
+        assert_eq!(s.get(b"k"), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn forwarded_batches_apply_in_order() {
+        let results = apply_batch(
+            vec![
+                Op::Set(b"f".to_vec(), b"1".to_vec(), None),
+                Op::Get(b"f".to_vec()),
+                Op::Exists(b"f".to_vec()),
+                Op::Del(b"f".to_vec()),
+                Op::Get(b"f".to_vec()),
+                Op::Len,
+            ],
+            true,
+        );
+        assert_eq!(
+            results,
+            vec![
+                OpResult::Done,
+                OpResult::Value(Some(b"1".to_vec())),
+                OpResult::Count(1),
+                OpResult::Count(1),
+                OpResult::Value(None),
+                OpResult::Count(0),
+            ]
+        );
+        assert_eq!(stats().forwarded_in, 6);
+    }
+}
