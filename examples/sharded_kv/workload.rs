@@ -248,7 +248,7 @@ mod tests {
             Replies {
                 count: 7,
                 errors: 1,
-                used: buf.len() - 8
+                used: buf.len() - 7
             }
         );
         // An array is complete only with all its elements.

@@ -356,6 +356,8 @@ pub async fn background_loop(snapshot: Snapshot, mut stop: watch::Receiver<bool>
             if stop.has_changed().unwrap_or(true) {
                 return;
             }
+            // A pass over a small shard may never have yielded.
+            tourbillon::task::yield_now().await;
             continue;
         }
         tokio::select! {
