@@ -30,9 +30,9 @@
 //!   and `MSET` across shards, `DBSIZE`, `FLUSHALL`, `PING`, `ECHO`, and
 //!   what clients send on connect: `HELLO`, `CLIENT`, `CONFIG GET`,
 //!   `COMMAND`); store.rs, a shard. The pool has one thread per core,
-//!   each an executor with a foreground queue "fg" (shares 8: accept
+//!   each an executor with a foreground queue "fg" (shares 32: accept
 //!   loops, connections), a queue "fwd" for the operations forwarded from
-//!   other cores (shares 32) and a background queue "bg" (shares 1:
+//!   other cores (shares 128) and a background queue "bg" (shares 1:
 //!   snapshot passes over the shard). Each core accepts on a shared
 //!   `SO_REUSEPORT` port and on a port of its own; a key belongs to shard
 //!   `hash(key) % cores`, and operations on another core's keys go there
@@ -71,7 +71,8 @@ use client::{LoadConfig, LoadReport, Routing};
 use latency::Histogram;
 use server::{store, Config, Server, Snapshot, Stopped, FG};
 
-const USAGE: &str = "usage: sharded_kv serve [--cores N] [--port P] [--placement each-cpu|unpinned] \
+const USAGE: &str =
+    "usage: sharded_kv serve [--cores N] [--port P] [--placement each-cpu|unpinned] \
 [--snapshot off|busy|MILLISECONDS] [--plain-tokio]; \
 sharded_kv load [--cores N] [--placement each-cpu|unpinned] [--routing shard-aware|any] \
 [--duration SECONDS] [--rate REQUESTS_PER_SECOND|max] [--conns N] [--depth N] [--keys N] \
@@ -179,7 +180,11 @@ fn parse_args() -> Result<Options, String> {
         server: Config {
             cores: 2,
             placement: Placement::EachCpu,
-            port: if matches!(mode, Mode::Serve { .. }) { 6380 } else { 0 },
+            port: if matches!(mode, Mode::Serve { .. }) {
+                6380
+            } else {
+                0
+            },
             snapshot: Snapshot::Every(Duration::from_millis(50)),
             grace: Duration::from_secs(2),
         },

@@ -205,7 +205,12 @@ mod tests {
         let mut p = Parser::new();
         let (mut at, mut all) = (0, Vec::new());
         while let Some(len) = p.parse(&bytes[at..]).unwrap() {
-            all.push(p.args().iter().map(|r| bytes[at..][r.clone()].to_vec()).collect());
+            all.push(
+                p.args()
+                    .iter()
+                    .map(|r| bytes[at..][r.clone()].to_vec())
+                    .collect(),
+            );
             at += len;
         }
         assert_eq!(at, bytes.len());
@@ -242,7 +247,8 @@ mod tests {
 
     #[test]
     fn replies_are_counted_by_their_framing() {
-        let buf = b"+OK\r\n$1\r\nv\r\n-ERR no\r\n$-1\r\n:3\r\n*2\r\n$1\r\na\r\n$-1\r\n*0\r\n$5\r\nval";
+        let buf =
+            b"+OK\r\n$1\r\nv\r\n-ERR no\r\n$-1\r\n:3\r\n*2\r\n$1\r\na\r\n$-1\r\n*0\r\n$5\r\nval";
         assert_eq!(
             scan_replies(buf),
             Replies {

@@ -372,34 +372,84 @@ enum Cmd {
     Auth,
 }
 
-/// Each command's name, Redis's arity (`n`: exactly `n` arguments with
-/// the name; `-n`: at least `n`), flags, and first key, last key and step
+/// A command's name, Redis's arity (`n`: exactly `n` arguments with the
+/// name; `-n`: at least `n`), flags, and first key, last key and step
 /// (`COMMAND`'s format).
-const TABLE: &[(Cmd, &str, i64, &[&str], i64, i64, i64)] = &[
-    (Cmd::Get, "get", 2, &["readonly", "fast"], 1, 1, 1),
-    (Cmd::Set, "set", -3, &["write", "denyoom"], 1, 1, 1),
-    (Cmd::Del, "del", -2, &["write"], 1, -1, 1),
-    (Cmd::Exists, "exists", -2, &["readonly", "fast"], 1, -1, 1),
-    (Cmd::MGet, "mget", -2, &["readonly", "fast"], 1, -1, 1),
-    (Cmd::MSet, "mset", -3, &["write", "denyoom"], 1, -1, 2),
-    (Cmd::DbSize, "dbsize", 1, &["readonly", "fast"], 0, 0, 0),
-    (Cmd::FlushAll, "flushall", -1, &["write"], 0, 0, 0),
-    (Cmd::Ping, "ping", -1, &["fast"], 0, 0, 0),
-    (Cmd::Echo, "echo", 2, &["fast"], 0, 0, 0),
-    (Cmd::Select, "select", 2, &["loading", "stale", "fast"], 0, 0, 0),
-    (Cmd::Quit, "quit", -1, &["fast"], 0, 0, 0),
-    (Cmd::Config, "config", -2, &[], 0, 0, 0),
-    (Cmd::Command, "command", -1, &["loading", "stale"], 0, 0, 0),
-    (Cmd::Hello, "hello", -1, &["noscript", "loading", "stale", "fast"], 0, 0, 0),
-    (Cmd::Client, "client", -2, &[], 0, 0, 0),
-    (Cmd::Auth, "auth", -2, &["noscript", "loading", "stale", "fast"], 0, 0, 0),
+struct Info {
+    cmd: Cmd,
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    keys: (i64, i64, i64),
+}
+
+const fn info(
+    cmd: Cmd,
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    first: i64,
+    last: i64,
+    step: i64,
+) -> Info {
+    Info {
+        cmd,
+        name,
+        arity,
+        flags,
+        keys: (first, last, step),
+    }
+}
+
+/// The commands.
+const TABLE: &[Info] = &[
+    info(Cmd::Get, "get", 2, &["readonly", "fast"], 1, 1, 1),
+    info(Cmd::Set, "set", -3, &["write", "denyoom"], 1, 1, 1),
+    info(Cmd::Del, "del", -2, &["write"], 1, -1, 1),
+    info(Cmd::Exists, "exists", -2, &["readonly", "fast"], 1, -1, 1),
+    info(Cmd::MGet, "mget", -2, &["readonly", "fast"], 1, -1, 1),
+    info(Cmd::MSet, "mset", -3, &["write", "denyoom"], 1, -1, 2),
+    info(Cmd::DbSize, "dbsize", 1, &["readonly", "fast"], 0, 0, 0),
+    info(Cmd::FlushAll, "flushall", -1, &["write"], 0, 0, 0),
+    info(Cmd::Ping, "ping", -1, &["fast"], 0, 0, 0),
+    info(Cmd::Echo, "echo", 2, &["fast"], 0, 0, 0),
+    info(
+        Cmd::Select,
+        "select",
+        2,
+        &["loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    info(Cmd::Quit, "quit", -1, &["fast"], 0, 0, 0),
+    info(Cmd::Config, "config", -2, &[], 0, 0, 0),
+    info(Cmd::Command, "command", -1, &["loading", "stale"], 0, 0, 0),
+    info(
+        Cmd::Hello,
+        "hello",
+        -1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    info(Cmd::Client, "client", -2, &[], 0, 0, 0),
+    info(
+        Cmd::Auth,
+        "auth",
+        -2,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
 ];
 
-fn lookup(name: &[u8]) -> Option<(Cmd, &'static str, i64)> {
+fn lookup(name: &[u8]) -> Option<&'static Info> {
     TABLE
         .iter()
-        .find(|e| name.eq_ignore_ascii_case(e.1.as_bytes()))
-        .map(|e| (e.0, e.1, e.2))
+        .find(|e| name.eq_ignore_ascii_case(e.name.as_bytes()))
 }
 
 fn arity_ok(arity: i64, n: usize) -> bool {
@@ -442,7 +492,13 @@ the default user. Are you sure your configuration is correct?";
 
 /// Runs one request (not empty).
 fn execute(args: &Args<'_>, b: &mut Batch<'_>, id: u64, name: &mut Option<Vec<u8>>) -> Next {
-    let Some((cmd, cmd_name, arity)) = lookup(args.get(0)) else {
+    let Some(&Info {
+        cmd,
+        name: cmd_name,
+        arity,
+        ..
+    }) = lookup(args.get(0))
+    else {
         b.error(&unknown_command(args));
         return Next::Continue;
     };
@@ -499,7 +555,7 @@ fn execute(args: &Args<'_>, b: &mut Batch<'_>, id: u64, name: &mut Option<Vec<u8
             b.ops(combine, ops);
         }
         Cmd::MSet => {
-            if args.len() % 2 == 0 {
+            if args.len().is_multiple_of(2) {
                 b.error(&wrong_arity(cmd_name));
             } else {
                 let pairs: Vec<(usize, Op)> = (1..args.len())
@@ -615,17 +671,17 @@ fn config(args: &Args<'_>, b: &mut Batch<'_>) {
 
 /// One command's `COMMAND` entry, in Redis 7's ten fields (no ACL
 /// categories, tips, key specifications or subcommands).
-fn command_entry(out: &mut Vec<u8>, e: &(Cmd, &str, i64, &[&str], i64, i64, i64)) {
+fn command_entry(out: &mut Vec<u8>, e: &Info) {
     resp::array(out, 10);
-    resp::bulk(out, e.1.as_bytes());
-    resp::integer(out, e.2);
-    resp::array(out, e.3.len());
-    for flag in e.3 {
+    resp::bulk(out, e.name.as_bytes());
+    resp::integer(out, e.arity);
+    resp::array(out, e.flags.len());
+    for flag in e.flags {
         resp::simple(out, flag);
     }
-    resp::integer(out, e.4);
-    resp::integer(out, e.5);
-    resp::integer(out, e.6);
+    resp::integer(out, e.keys.0);
+    resp::integer(out, e.keys.1);
+    resp::integer(out, e.keys.2);
     for _ in 0..4 {
         resp::array(out, 0);
     }
@@ -651,7 +707,7 @@ fn command(args: &Args<'_>, b: &mut Batch<'_>) {
             for name in args.iter().skip(2) {
                 match TABLE
                     .iter()
-                    .find(|e| name.eq_ignore_ascii_case(e.1.as_bytes()))
+                    .find(|e| name.eq_ignore_ascii_case(e.name.as_bytes()))
                 {
                     Some(e) => command_entry(out, e),
                     None => resp::nil(out),
@@ -671,8 +727,7 @@ fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&c| (b'!'..=b'~').contains(&c))
 }
 
-const BAD_NAME: &str =
-    "ERR Client names cannot contain spaces, newlines or special characters.";
+const BAD_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
 
 fn hello(args: &Args<'_>, b: &mut Batch<'_>, id: u64, name: &mut Option<Vec<u8>>) {
     let mut i = 1;
@@ -853,7 +908,10 @@ mod tests {
     #[test]
     fn hello_2_describes_the_connection() {
         let (out, _) = replies(b"HELLO 2 SETNAME x\r\nHELLO 2 AUTH a b\r\nHELLO x\r\n");
-        assert!(out.starts_with("*14\r\n$6\r\nserver\r\n$10\r\nsharded_kv\r\n"), "{out}");
+        assert!(
+            out.starts_with("*14\r\n$6\r\nserver\r\n$10\r\nsharded_kv\r\n"),
+            "{out}"
+        );
         assert!(out.contains("$5\r\nproto\r\n:2\r\n"));
         assert!(out.contains("-ERR AUTH <password> called without any password"));
         assert!(out.ends_with("-ERR Protocol version is not an integer or out of range\r\n"));

@@ -202,17 +202,20 @@ impl Parser {
     }
 }
 
+/// A complete number line: its number (if it is one) and the first byte
+/// after it; `None`: not complete yet.
+type NumberLine = Option<(Option<i64>, usize)>;
+
 /// Reads the number of the line that starts at `buf[from..]` and ends in
 /// `\r\n`: `Ok(None)` if the line is not complete (and not too long:
 /// `too_long` if it is); `Ok(Some((number, next)))` with `next` the
 /// first byte after the line and `number` `None` if the line is not a
 /// decimal integer (an optional `-`, then 1 to 18 digits).
-#[allow(clippy::type_complexity)]
 fn number_line(
     buf: &[u8],
     from: usize,
     too_long: ProtocolError,
-) -> Result<Option<(Option<i64>, usize)>, ProtocolError> {
+) -> Result<NumberLine, ProtocolError> {
     let rest = &buf[from.min(buf.len())..];
     let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
         return if rest.len() > MAX_INLINE {
@@ -351,7 +354,8 @@ mod tests {
 
     #[test]
     fn arrays_and_inline_commands_parse_in_order() {
-        let buf = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\nGET  k\t x\r\nPING\n\r\n*0\r\n*1\r\n$4\r\nPI";
+        let buf =
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\nGET  k\t x\r\nPING\n\r\n*0\r\n*1\r\n$4\r\nPI";
         let (requests, used) = parse_all(buf);
         assert_eq!(
             requests,
@@ -375,7 +379,7 @@ mod tests {
         assert_eq!(whole.len(), 3);
         let mut p = Parser::new();
         let (mut start, mut found) = (0, Vec::new());
-        for end in start..=buf.len() {
+        for end in 0..=buf.len() {
             while let Some(len) = p.parse(&buf[start..end]).unwrap() {
                 let args = p.args().iter().map(|r| buf[start..][r.clone()].to_vec());
                 found.push(args.collect::<Vec<_>>());
@@ -414,14 +418,20 @@ mod tests {
         assert_eq!(error_of(b"*\r\n"), InvalidMultibulkLength);
         assert_eq!(error_of(b"*2\n"), InvalidMultibulkLength);
         assert_eq!(error_of(b"*1048577\r\n"), InvalidMultibulkLength);
-        assert_eq!(error_of(b"*99999999999999999999\r\n"), InvalidMultibulkLength);
+        assert_eq!(
+            error_of(b"*99999999999999999999\r\n"),
+            InvalidMultibulkLength
+        );
         assert_eq!(error_of(b"*1\r\n$x\r\n"), InvalidBulkLength);
         assert_eq!(error_of(b"*1\r\n$-1\r\n"), InvalidBulkLength);
         assert_eq!(error_of(b"*1\r\n$16777217\r\n"), InvalidBulkLength);
         assert_eq!(error_of(b"*1\r\n:1\r\n"), ExpectedDollar(b':'));
         assert_eq!(error_of(b"*1\r\n$2\r\nabc\r\n"), ExpectedCrlf);
         // A valid request before the bad one is parsed first.
-        assert_eq!(error_of(b"PING\r\n*2\r\n$4\r\nPING\r\n+x\r\n"), ExpectedDollar(b'+'));
+        assert_eq!(
+            error_of(b"PING\r\n*2\r\n$4\r\nPING\r\n+x\r\n"),
+            ExpectedDollar(b'+')
+        );
         assert_eq!(
             ExpectedDollar(b'+').to_string(),
             "Protocol error: expected '$', got '+'"
@@ -455,7 +465,8 @@ mod tests {
         assert_eq!(p.parse(&buf), Ok(None));
         buf.extend_from_slice(b"\r\n");
         assert_eq!(p.parse(&buf), Ok(Some(buf.len())));
-        assert_eq!(p.args(), &[data..data + MAX_BULK]);
+        assert_eq!(p.args().len(), 1);
+        assert_eq!(p.args()[0], data..data + MAX_BULK);
     }
 
     #[test]

@@ -222,7 +222,7 @@ pub fn stats() -> ShardStats {
 }
 
 /// Entries a background pass handles between two yields.
-const CHUNK: usize = 256;
+const CHUNK: usize = 64;
 
 /// One background pass over this thread's shard: writes the live entries
 /// into `snapshot` (each as a little-endian `u32` length and the bytes of
