@@ -29,7 +29,11 @@
 # CPUs over its run.
 #
 # Prints every run and a table of the medians over the rounds: requests/s,
-# p50 and p99 (ms, as redis-benchmark reports them), tourbillon's
+# p50 and p99 (ms, as redis-benchmark reports them), the server's CPU time
+# per request (user + system from /proc, over the SET and GET runs of a
+# setting together: on a shared machine a steadier measure of what a
+# request costs than requests/s, which also counts the time the server
+# waited for its CPU), tourbillon's
 # requests/s as a ratio to redis-server's, plain tokio's likewise, and
 # tb+bg's p99 as a ratio to tourbillon's. The raw CSV files stay in
 # target/redis_compare/.
@@ -122,9 +126,16 @@ start_system() {
     wait_ready "$PORT"
 }
 
+# The server's CPU time so far (user + system, all its threads), in clock
+# ticks (1/100 s).
+server_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"
+}
+
 # One redis-benchmark run: system $1, round $2, setting p1|p64, then the
 # command that runs redis-benchmark (taskset -c 0, or env). Writes $OUT/<system>.<setting>.<round>.csv
-# (and .time: the client's user and system CPU seconds and wall seconds).
+# (and .time: the client's user and system CPU seconds and wall seconds;
+# .cpu: the server's CPU time over the run, in clock ticks).
 bench() {
     local sys=$1 round=$2 setting=$3
     shift 3
@@ -135,8 +146,12 @@ bench() {
     esac
     if [ "$sys" = 2core ]; then flags+=(--threads 2); fi
     local file="$OUT/$sys.$setting.$round"
+    local before after
+    before=$(server_ticks)
     /usr/bin/time -f '%U %S %e' -o "$file.time" \
         "$@" redis-benchmark -p "$PORT" -t set,get -r 100000 "${flags[@]}" --csv >"$file.csv"
+    after=$(server_ticks)
+    echo "$((after - before))" >"$file.cpu"
     echo "  $sys $setting: $(tail -n +2 "$file.csv" | cut -d, -f1,2,5,7 | tr -d '"' | tr '\n' ' ')(test,rps,p50,p99) load $(cut -d' ' -f1 /proc/loadavg)"
 }
 
@@ -158,9 +173,10 @@ for round in $(seq "$ROUNDS"); do
     stop_server
 done
 
-python3 - "$OUT" "$ROUNDS" <<'EOF'
+python3 - "$OUT" "$ROUNDS" "$N_P1" "$N_P64" <<'EOF'
 import csv, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
+N_P1, N_P64 = int(sys.argv[3]), int(sys.argv[4])
 
 def load(sys_, setting, rnd):
     rows = {}
@@ -193,6 +209,23 @@ for s in systems:
             rps = ", ".join(f"{r[0]:,.0f}" for r in runs)
             print(f"| {names[s]} | {label} | {cmd} | {rps} | **{med(r[0] for r in runs):,.0f}** "
                   f"| {med(r[1] for r in runs):.3f} | {med(r[2] for r in runs):.3f} |")
+print()
+print("Server CPU time per request (us, user + system, SET and GET runs together; median of the runs, then the runs):")
+print()
+print("| system | " + " | ".join(settings.values()) + " |")
+print("|---|" + "---|" * len(settings))
+cpu = {}
+for s in systems:
+    cells = []
+    for st in settings:
+        n = (N_P1 if st == "p1" else N_P64) * 2
+        runs = []
+        for r in range(1, rounds + 1):
+            with open(f"{out}/{s}.{st}.{r}.cpu") as f:
+                runs.append(int(f.read()) * 1e4 / n)
+        cpu[s, st] = med(runs)
+        cells.append(f"**{med(runs):.2f}** ({', '.join(f'{x:.2f}' for x in runs)})")
+    print(f"| {names[s]} | " + " | ".join(cells) + " |")
 print()
 print("| setting | command | tourbillon / redis-server, requests/s (runs) | plain tokio / redis-server | p99 with snapshot busy / without (runs) |")
 print("|---|---|---|---|---|")

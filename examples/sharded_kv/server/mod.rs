@@ -7,7 +7,7 @@
 //!   encoders, the limits);
 //! * commands.rs: what each command does, and how a connection's batch
 //!   of requests is split between the shards and answered in order;
-//! * store.rs: a shard, an ordered map in a thread-local of its core: no
+//! * store.rs: a shard, a hash map in a thread-local of its core: no
 //!   locks, and nothing `Send` about it.
 //!
 //! What each core runs:

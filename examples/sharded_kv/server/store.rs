@@ -1,4 +1,4 @@
-//! One shard of the store: an ordered map that lives on one core.
+//! One shard of the store: a hash map that lives on one core.
 //!
 //! Each core of the pool is one OS thread, so the shard is a thread-local:
 //! the tasks of that core reach it without locks, and no other thread
@@ -14,9 +14,10 @@
 //! Redis, `DBSIZE` counts the expired entries not yet found.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
+
+use indexmap::IndexMap;
 
 /// The shard that owns `key` among `shards`: FNV-1a, the same on every
 /// thread and in every run.
@@ -96,10 +97,42 @@ impl Entry {
     }
 }
 
-/// One core's shard.
+/// The hash of the shard's map: FNV-1a with a final mix (the keys of one
+/// shard share their FNV-1a value modulo the number of shards, so its low
+/// bits alone would crowd the table). Fast on short keys; not resistant to
+/// keys chosen to collide (std's `RandomState` is: use it for a server
+/// that untrusted clients reach).
+pub struct KeyHasher(u64);
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        KeyHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        // splitmix64's finaliser.
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// One core's shard: a hash map whose entries are also in a vector
+/// (`IndexMap`), so that a background pass can walk them by position and
+/// resume where it left off after a yield.
 #[derive(Default)]
 pub struct Shard {
-    map: BTreeMap<Vec<u8>, Entry>,
+    map: IndexMap<Vec<u8>, Entry, BuildHasherDefault<KeyHasher>>,
     /// Entries with a value (not tombstones), expired ones not yet found
     /// included.
     live: u64,
@@ -229,57 +262,47 @@ const CHUNK: usize = 64;
 /// the key, then the same for the value) and removes the tombstones and
 /// the expired entries.
 ///
-/// The pass walks the map in key order, [`CHUNK`] entries at a time, and
-/// calls `tourbillon::task::yield_now()` between chunks, so the requests on the
+/// The pass walks the entries by position, [`CHUNK`] at a time, and calls
+/// `tourbillon::task::yield_now()` between chunks, so the requests on the
 /// foreground queue run in between (the executor decides, by the queues'
 /// shares, when the pass continues). It holds the map only during a chunk
-/// and resumes after the last key it saw, so requests may change the map
+/// and resumes at the position it reached, so requests may change the map
 /// between chunks: the snapshot is fuzzy (each entry as it was when its
-/// chunk was written), as the snapshots of many in-memory stores are.
+/// chunk was written; a key added meanwhile is in it, at the end), as the
+/// snapshots of many in-memory stores are. Requests never remove an entry
+/// (`DEL` leaves a tombstone) and the pass removes one by moving the last
+/// entry into its place, which it then looks at: no entry is skipped.
 pub async fn snapshot_pass(snapshot: &mut Vec<u8>) {
     snapshot.clear();
-    let mut resume_after: Option<Vec<u8>> = None;
+    let mut at = 0;
     let mut written = 0u64;
     loop {
         let finished = SHARD.with_borrow_mut(|shard| {
-            let from = match &resume_after {
-                Some(k) => Bound::Excluded(k.as_slice()),
-                None => Bound::Unbounded,
-            };
             let now = Instant::now();
-            let mut dead = Vec::new();
-            let mut seen = 0;
-            let mut last = None;
-            let mut expired = 0;
-            for (k, entry) in shard
-                .map
-                .range::<[u8], _>((from, Bound::Unbounded))
-                .take(CHUNK)
-            {
-                seen += 1;
+            for _ in 0..CHUNK {
+                let Some((k, entry)) = shard.map.get_index(at) else {
+                    break;
+                };
                 match &entry.value {
-                    Some(_) if entry.expires.is_some_and(|at| now >= at) => {
-                        expired += 1;
-                        dead.push(k.clone());
-                    }
-                    Some(v) => {
+                    Some(v) if !entry.expires.is_some_and(|t| now >= t) => {
                         written += 1;
                         for part in [k, v] {
                             snapshot.extend_from_slice(&(part.len() as u32).to_le_bytes());
                             snapshot.extend_from_slice(part);
                         }
+                        at += 1;
                     }
-                    None => dead.push(k.clone()),
+                    dead => {
+                        // An expired value still counted as live.
+                        if dead.is_some() {
+                            shard.live -= 1;
+                        }
+                        shard.stats.tombstones_dropped += 1;
+                        shard.map.swap_remove_index(at);
+                    }
                 }
-                last = Some(k);
             }
-            resume_after = last.cloned();
-            shard.live -= expired;
-            shard.stats.tombstones_dropped += dead.len() as u64;
-            for k in dead {
-                shard.map.remove(&k);
-            }
-            seen < CHUNK
+            at >= shard.map.len()
         });
         if finished {
             break;
@@ -330,6 +353,46 @@ mod tests {
         s.set(b"k", b"w", Some(Duration::ZERO));
         s.set(b"k", b"x", None);
         assert_eq!(s.get(b"k"), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn a_pass_writes_the_live_entries_and_drops_the_dead() {
+        with_shard(|s| {
+            for i in 0..1000u32 {
+                s.set(format!("k{i}").as_bytes(), &i.to_le_bytes(), None);
+            }
+            for i in (0..1000u32).step_by(3) {
+                assert!(s.del(format!("k{i}").as_bytes()));
+            }
+            s.set(b"k1", b"gone", Some(Duration::ZERO));
+        });
+        let mut snapshot = Vec::new();
+        futures::executor::block_on(snapshot_pass(&mut snapshot));
+        // 1000 - 334 deleted - 1 expired.
+        let st = stats();
+        assert_eq!(
+            (st.snapshot_entries, st.entries, st.tombstones_dropped),
+            (665, 665, 335)
+        );
+        assert_eq!(with_shard(|s| s.len()), 665);
+        // Every live key once, each with its value.
+        let mut keys = Vec::new();
+        let mut rest = &snapshot[..];
+        while !rest.is_empty() {
+            let mut part = || {
+                let n = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+                let p = rest[4..4 + n].to_vec();
+                rest = &rest[4 + n..];
+                p
+            };
+            let (k, v) = (part(), part());
+            let i: u32 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+            assert_eq!(v, i.to_le_bytes());
+            keys.push(i);
+        }
+        keys.sort_unstable();
+        let expected: Vec<u32> = (0..1000).filter(|i| i % 3 != 0 && *i != 1).collect();
+        assert_eq!(keys, expected);
     }
 
     #[test]
