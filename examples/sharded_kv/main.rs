@@ -18,9 +18,10 @@
 //!   runtime without tourbillon (one shard), for comparison
 //!   (benches/redis_compare.sh measures the three: redis-server, this
 //!   server on a tourbillon core, and on plain tokio).
-//! * `load`: the server and its built-in load client in one process: the
-//!   client runs for a fixed duration, prints its measurements and what
-//!   each core did, and the program shuts the pool down.
+//! * `load` (also without a subcommand): the server and its built-in load
+//!   client in one process: the client runs for a fixed duration, prints
+//!   its measurements and what each core did, and the program shuts the
+//!   pool down.
 //!
 //! Architecture (each part has its own file):
 //!
@@ -74,7 +75,7 @@ use server::{store, Config, Server, Snapshot, Stopped, FG};
 const USAGE: &str =
     "usage: sharded_kv serve [--cores N] [--port P] [--placement each-cpu|unpinned] \
 [--snapshot off|busy|MILLISECONDS] [--plain-tokio]; \
-sharded_kv load [--cores N] [--placement each-cpu|unpinned] [--routing shard-aware|any] \
+sharded_kv [load] [--cores N] [--placement each-cpu|unpinned] [--routing shard-aware|any] \
 [--duration SECONDS] [--rate REQUESTS_PER_SECOND|max] [--conns N] [--depth N] [--keys N] \
 [--client-threads N]; sharded_kv --help explains them";
 
@@ -85,7 +86,7 @@ current_thread runtime, queues fg, fwd and bg), and a load client.
 
 USAGE:
     cargo run --release --example sharded_kv --features tokio -- serve [OPTIONS]
-    cargo run --release --example sharded_kv --features tokio -- load [OPTIONS]
+    cargo run --release --example sharded_kv --features tokio [-- [load] OPTIONS]
 
 serve: serves on 127.0.0.1 until SIGINT or SIGTERM, then stops gracefully (the
 requests already received are answered), prints what each core did and the
@@ -93,8 +94,9 @@ pool's shutdown report. Commands: GET, SET [EX|PX], DEL, EXISTS, MGET, MSET,
 DBSIZE, FLUSHALL, PING, ECHO, SELECT 0, QUIT, and HELLO 2, CLIENT, CONFIG GET,
 COMMAND as clients send them on connect (examples/sharded_kv/server/commands.rs).
 
-load: starts the server, runs the built-in client for --duration, prints what
-the client measured and what each core did, and shuts the pool down.
+load (also without a subcommand): starts the server, runs the built-in client
+for --duration, prints what the client measured and what each core did, and
+shuts the pool down.
 
 OPTIONS (default in brackets):
     --cores N              pool cores, one thread and one shard each [2]
@@ -165,17 +167,18 @@ struct Options {
 }
 
 fn parse_args() -> Result<Options, String> {
-    let mut args = std::env::args().skip(1);
-    let mode = match args.next().as_deref() {
+    let mut args = std::env::args().skip(1).peekable();
+    // No subcommand (nothing, or a flag first): `load`.
+    let mode = match args.peek().map(String::as_str) {
         Some("serve") => Mode::Serve { plain_tokio: false },
         Some("load") => Mode::Load,
-        Some("--help" | "-h") => {
-            print!("{HELP}");
-            std::process::exit(0);
-        }
+        None => Mode::Load,
+        Some(flag) if flag.starts_with('-') => Mode::Load,
         Some(other) => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
-        None => return Err(USAGE.to_string()),
     };
+    if args.peek().is_some_and(|a| a == "serve" || a == "load") {
+        args.next();
+    }
     let mut o = Options {
         server: Config {
             cores: 2,

@@ -284,7 +284,7 @@ pub async fn snapshot_pass(snapshot: &mut Vec<u8>) {
                     break;
                 };
                 match &entry.value {
-                    Some(v) if !entry.expires.is_some_and(|t| now >= t) => {
+                    Some(v) if entry.expires.is_none_or(|t| now < t) => {
                         written += 1;
                         for part in [k, v] {
                             snapshot.extend_from_slice(&(part.len() as u32).to_le_bytes());
