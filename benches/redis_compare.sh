@@ -243,6 +243,6 @@ for st, label in settings.items():
 print()
 for st, label in settings.items():
     shares = [load("2core", st, r)[1] for r in range(1, rounds + 1)]
-    print(f"2-core row, {label}: redis-benchmark --threads 2 used {med(shares):.0%} of the 2 CPUs "
+    print(f"* 2-core row, {label}: redis-benchmark --threads 2 used {med(shares):.0%} of the 2 CPUs "
           f"(median; runs {', '.join(f'{x:.0%}' for x in shares)}; user + system CPU time over wall time x 2)")
 EOF
