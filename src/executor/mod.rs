@@ -121,74 +121,6 @@ impl<K: QueueKey> Executor<K> {
         }
     }
 
-    /// Spawns `future` onto the queue `key`. Works before the executor runs,
-    /// while it runs (from its tasks), and between runs.
-    pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawner.spawn(key, future)
-    }
-
-    /// Spawns `future` onto the queue `key` in the group `group`: a user key
-    /// such as a connection, tenant or request id. The tasks of a group share
-    /// one account of attained service, which schedulers such as
-    /// [`Las`](crate::sched::Las) order by (a task spawned with [`spawn`](Self::spawn)
-    /// is a group of its own). The group exists while it has live tasks.
-    ///
-    /// ```
-    /// use tourbillon::sched::Las;
-    /// use tourbillon::{Builder, QueueSpec};
-    ///
-    /// let ex = Builder::new()
-    ///     .queue_with("requests", QueueSpec::new(1).scheduler(Las::new()))
-    ///     .build()
-    ///     .unwrap();
-    /// let connection = 17;
-    /// let a = ex.spawn_in_group("requests", connection, async { 1 }).unwrap();
-    /// let b = ex.spawn_in_group("requests", connection, async { 2 }).unwrap();
-    /// ex.block_on(async { assert_eq!(a.await.unwrap() + b.await.unwrap(), 3) });
-    /// ```
-    pub fn spawn_in_group<F>(
-        &self,
-        key: K,
-        group: u64,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawner.spawn_in_group(key, group, future)
-    }
-
-    /// Changes the shares (weight) of the queue `key` at run time, from
-    /// inside a task or from outside. The queue keeps what it is owed or
-    /// owes (its lag) and its relative deadline, scaled to the new weight
-    /// (EEVDF's reweight, as Linux's `reweight_entity`): CPU time splits by
-    /// the new weights from this instant on, with no burst and no loss.
-    ///
-    /// ```
-    /// use tourbillon::error::SharesError;
-    /// use tourbillon::Builder;
-    ///
-    /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
-    /// ex.set_shares("bg", 4).unwrap();
-    /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
-    /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
-    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue(_))));
-    /// ```
-    pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
-        self.spawner.set_shares(key, shares)
-    }
-
-    /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
-    /// group (an unknown key is reported by its `spawn`).
-    pub fn task(&self, key: K) -> TaskBuilder<'_> {
-        self.spawner.task(key)
-    }
-
     /// A `Send + Sync` handle that spawns `Send` futures onto this
     /// executor's queues from any thread (see [`RemoteSpawner`]).
     pub fn remote_spawner(&self) -> RemoteSpawner<K> {
@@ -373,6 +305,17 @@ impl<K: QueueKey> Executor<K> {
     }
 }
 
+/// An executor spawns as its [`Spawner`] does: `ex.spawn(key, fut)`,
+/// `ex.spawn_in_group(..)`, `ex.task(key)` and `ex.set_shares(..)` are the
+/// [`Spawner`]'s methods.
+impl<K: QueueKey> std::ops::Deref for Executor<K> {
+    type Target = Spawner<K>;
+
+    fn deref(&self) -> &Spawner<K> {
+        &self.spawner
+    }
+}
+
 impl<K: QueueKey> Drop for Executor<K> {
     fn drop(&mut self) {
         self.spawner.core.shutdown();
@@ -410,7 +353,8 @@ impl<K: QueueKey> Spawner<K> {
         self.keys.get(&key).ok_or_else(|| UnknownQueue::new(&key))
     }
 
-    /// Spawns `future` onto the queue `key`.
+    /// Spawns `future` onto the queue `key`. Works before the executor runs,
+    /// while it runs (from its tasks), and between runs.
     pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + 'static,
@@ -420,20 +364,51 @@ impl<K: QueueKey> Spawner<K> {
     }
 
     /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
-    /// group.
+    /// group (an unknown key is reported by its `spawn`).
     pub fn task(&self, key: K) -> TaskBuilder<'_> {
         TaskBuilder::new(&self.core, self.index(key))
     }
 
-    /// Changes the shares of the queue `key` (see
-    /// [`Executor::set_shares`]).
+    /// Changes the shares (weight) of the queue `key` at run time, from
+    /// inside a task or from outside. The queue keeps what it is owed or
+    /// owes (its lag) and its relative deadline, scaled to the new weight
+    /// (EEVDF's reweight, as Linux's `reweight_entity`): CPU time splits by
+    /// the new weights from this instant on, with no burst and no loss.
+    ///
+    /// ```
+    /// use tourbillon::error::SharesError;
+    /// use tourbillon::Builder;
+    ///
+    /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
+    /// ex.set_shares("bg", 4).unwrap();
+    /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
+    /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
+    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue(_))));
+    /// ```
     pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
         let q = self.index(key)?;
         self.core.set_shares(q, shares)
     }
 
-    /// Spawns `future` onto the queue `key` in the group `group` (see
-    /// [`Executor::spawn_in_group`]).
+    /// Spawns `future` onto the queue `key` in the group `group`: a user key
+    /// such as a connection, tenant or request id. The tasks of a group share
+    /// one account of attained service, which schedulers such as
+    /// [`Las`](crate::sched::Las) order by (a task spawned with [`spawn`](Self::spawn)
+    /// is a group of its own). The group exists while it has live tasks.
+    ///
+    /// ```
+    /// use tourbillon::sched::Las;
+    /// use tourbillon::{Builder, QueueSpec};
+    ///
+    /// let ex = Builder::new()
+    ///     .queue_with("requests", QueueSpec::new(1).scheduler(Las::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let connection = 17;
+    /// let a = ex.spawn_in_group("requests", connection, async { 1 }).unwrap();
+    /// let b = ex.spawn_in_group("requests", connection, async { 2 }).unwrap();
+    /// ex.block_on(async { assert_eq!(a.await.unwrap() + b.await.unwrap(), 3) });
+    /// ```
     pub fn spawn_in_group<F>(
         &self,
         key: K,
