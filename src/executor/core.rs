@@ -34,18 +34,6 @@ use crate::task::raw::Header;
 use crate::task::slab::TaskSlab;
 use crate::task::state::TransitionToScheduled;
 
-#[derive(Default)]
-pub(crate) struct ExecCounters {
-    pub(crate) polls: Cell<u64>,
-    pub(crate) runs: Cell<u64>,
-    pub(crate) turns: Cell<u64>,
-    pub(crate) parks: Cell<u64>,
-}
-
-pub(crate) fn bump(c: &Cell<u64>) {
-    c.set(c.get() + 1);
-}
-
 pub(crate) struct Core {
     pub(crate) tasks: RefCell<TaskSlab<Remote>>,
     pub(crate) queues: RefCell<Queues>,
@@ -72,7 +60,6 @@ pub(crate) struct Core {
     /// Driven by a host runtime (`run_until`): yields wait for a host turn.
     pub(crate) nested: Cell<bool>,
     pub(crate) groups: RefCell<Groups>,
-    pub(crate) counters: ExecCounters,
     /// Where panics of user code go (the panic policy: `crate::boundary`).
     pub(crate) panics: Rc<PanicSink>,
     /// The stall detector's callback, if any; dropped at shutdown, so that
@@ -118,7 +105,6 @@ impl Core {
             driving: Cell::new(false),
             nested: Cell::new(false),
             groups: RefCell::new(Groups::default()),
-            counters: ExecCounters::default(),
             panics,
             stall_report: RefCell::new(stall_report),
             drained_wakers: RefCell::new(Vec::new()),
@@ -168,16 +154,16 @@ impl Core {
 
     /// Pushes a task that became runnable (woken, or a deferred yield
     /// released) to its queue's scheduler, or to the end of the
-    /// run's batch when that is its place ([`join_batch`](Self::join_batch)).
+    /// run's batch when that is its place (`HeldIds::join_batch`).
     #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskKey, group: GroupId) {
         let activated = {
             let mut qs = self.queues.borrow_mut();
-            self.flush_tail(&mut qs);
+            self.run.held.flush_tail(&mut qs);
             // Its place in FIFO order is the end of the run's batch: no
             // push (the deque stays empty; the queue is running, so no
             // activation).
-            if self.join_batch(&qs, q, id) {
+            if self.run.held.join_batch(&qs, q, id) {
                 return;
             }
             self.push_to(&mut qs, q, id, group)
@@ -197,7 +183,7 @@ impl Core {
     /// too.
     #[inline(always)]
     pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskKey, group: GroupId) -> bool {
-        self.flush_tail(qs);
+        self.run.held.flush_tail(qs);
         self.run.held.front_empty.set(false);
         qs.push(q, id, group)
     }
@@ -290,8 +276,9 @@ impl Core {
         }
         if let Some(c) = running {
             // The running queue's slice left, in real time, changed.
-            self.reset_countdown(c);
-            self.update_stop();
+            let qs = self.queues.borrow();
+            self.run.reset_countdown(&qs, c, &self.cfg);
+            self.run.update_stop(&qs, &self.cfg);
         }
         Ok(())
     }
@@ -302,10 +289,10 @@ impl Core {
             .map(|i| queue_stats(&qs, i, self.held(i), &self.intake))
             .collect();
         ExecutorStats {
-            polls: self.counters.polls.get(),
-            runs: self.counters.runs.get(),
-            turns: self.counters.turns.get(),
-            parks: self.counters.parks.get(),
+            polls: self.run.counters.polls.get(),
+            runs: self.run.counters.runs.get(),
+            turns: self.run.counters.turns.get(),
+            parks: self.run.counters.parks.get(),
             caught_panics: self.panics.caught(),
             scheduler_violations: self.panics.violations(),
             live_tasks: self.tasks.borrow().len(),

@@ -26,7 +26,8 @@ use std::thread::{self, Thread};
 use pin_project_lite::pin_project;
 
 use super::context;
-use super::core::{bump, Core};
+use super::core::Core;
+use super::run_state::bump;
 use super::run_loop::Turn;
 use crate::boundary::drop_payload;
 use crate::remote::inbox::HostToken;
@@ -197,7 +198,7 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
             // Nothing runnable: sleep until a wake (0% CPU). A wake that
             // raced with the checks above left an unpark token, so `park`
             // returns at once.
-            bump(&core.counters.parks);
+            bump(&core.run.counters.parks);
             thread::park();
         }
     }
@@ -250,12 +251,12 @@ fn spin_for_wake(main_woken: &AtomicBool, remote: &Remote) -> bool {
 /// Runs turns until no task is runnable; returns the number of polls.
 pub(crate) fn run_until_stalled(core: &Rc<Core>) -> u64 {
     let _guard = DriveGuard::new(core, false, "run_until_stalled");
-    let before = core.counters.polls.get();
+    let before = core.run.counters.polls.get();
     let mut follows = false;
     while core.run_turn(follows) == Turn::Busy {
         follows = true;
     }
-    core.counters.polls.get() - before
+    core.run.counters.polls.get() - before
 }
 
 pin_project! {

@@ -62,7 +62,7 @@ impl Core {
             .map(|c| (c, self.now_ns()));
         let mut qs = self.queues.borrow_mut();
         if let Some((c, now)) = charge {
-            self.charge_in(&mut qs, c, now);
+            r.charge(&mut qs, c, now, &self.cfg);
         }
         // Between polls, the running queue has nothing left to run: its run
         // ends at its next step whatever is placed, so neither a preemption
@@ -106,9 +106,10 @@ impl Core {
             // contends (a lone queue's countdown only looked at the host
             // interval), or when min_run is over. The checkpoint above
             // charged every poll so far.
-            self.reset_countdown(c);
+            let qs = self.queues.borrow();
+            r.reset_countdown(&qs, c, &self.cfg);
             // A placed queue may contend with a used-up slice, or preempt.
-            self.update_stop();
+            r.update_stop(&qs, &self.cfg);
         }
     }
 

@@ -31,8 +31,10 @@ use std::time::Duration;
 
 use super::batch::Held;
 use super::context::TaskScope;
-use super::core::{bump, Core};
+use super::accounting::contended;
+use super::core::Core;
 use super::queues::Queues;
+use super::run_state::bump;
 use crate::boundary;
 use crate::task::harness::{poll_task, Done, Next, Panics, Polled};
 use crate::task::id::{GroupId, TaskKey};
@@ -147,7 +149,7 @@ impl Core {
         r.clock.last_ns.set(now);
         r.turn.polls_left.set(self.cfg.max_polls);
         r.turn.over.set(false);
-        bump(&self.counters.turns);
+        bump(&self.run.counters.turns);
         self.boundary(true);
         loop {
             // The pick and the start of the run it picks, under one borrow.
@@ -176,6 +178,17 @@ impl Core {
                 self.boundary(false);
             }
         }
+    }
+
+    /// Reads the clock and charges the time since the last checkpoint to
+    /// queue `q` (R1, R4), then sets the countdown to the next one and
+    /// whether the run stops here (`RunState::checkpoint`). The clock is
+    /// user code: read before the queues are borrowed.
+    #[inline(never)]
+    pub(crate) fn checkpoint(&self, q: usize) {
+        let now = self.now_ns();
+        self.run
+            .checkpoint(&mut self.queues.borrow_mut(), q, now, &self.cfg);
     }
 
     /// Sets the turn's host-yield interval from the queues that wait now
@@ -257,7 +270,7 @@ impl Core {
         #[cfg(feature = "tracing")]
         let _run_span = self.run_span(q);
         let mode = self.run_mode::<PER_POLL, OBSERVE>(sched);
-        bump(&self.counters.runs);
+        bump(&self.run.counters.runs);
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = crate::task::current::save_marker();
@@ -317,7 +330,7 @@ impl Core {
         r.current.queue.set(Some(q));
         r.current.start_ns.set(r.clock.last_ns.get());
         r.end.clear();
-        self.reset_countdown_in(qs, q);
+        self.run.reset_countdown(qs, q, &self.cfg);
         let st = &mut qs.list[q];
         SchedMode {
             timing: st.timing,
@@ -473,11 +486,13 @@ impl Core {
         match polled {
             // Waiting for a wake, and no `polled` to tell: nothing to do.
             Polled::Pending(Next::Wait, _) if !mode.tell_polled => {}
-            Polled::Pending(..) if mode.fifo_requeue => self.requeue_tail(id),
+            Polled::Pending(..) if mode.fifo_requeue => self.run.held.requeue_tail(&self.queues, id),
             // Runnable again, in its own group: charged when the tail is
             // pushed (`Tail`).
             Polled::Pending(next, true) if mode.las_requeue && next != Next::Wait => {
-                self.requeue_tail_charged(id, elapsed.unwrap_or(0));
+                self.run
+                    .held
+                    .requeue_tail_charged(&self.queues, id, elapsed.unwrap_or(0));
             }
             Polled::Pending(next, own_group) if mode.las_requeue => {
                 let group = if own_group {
@@ -568,7 +583,7 @@ impl Core {
         let mut qs = self.queues.borrow_mut();
         let requeue = next != Next::Wait;
         if requeue {
-            self.flush_tail(&mut qs);
+            self.run.held.flush_tail(&mut qs);
         }
         let Some(las) = qs.list[q].sched.batching_las() else {
             unreachable!("tourbillon bug: las_requeue on a queue that does not batch a Las");
@@ -695,7 +710,7 @@ impl Core {
         let yes = r.end.preempt.get()
             || r.turn.over.get()
             || r.end.requested.get()
-            || (r.end.slice_over.get() && self.contended());
+            || (r.end.slice_over.get() && contended(&self.queues.borrow(), &self.cfg));
         if yes {
             r.end.requested.set(true);
             r.end.stop.set(true);
