@@ -43,12 +43,10 @@ pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod observe;
 pub(crate) mod placement;
-pub(crate) mod quarantine;
 pub(crate) mod queue_handle;
 pub(crate) mod queues;
 pub(crate) mod run_loop;
 pub(crate) mod run_state;
-pub(crate) mod spawning;
 pub(crate) mod task_builder;
 pub(crate) mod wake;
 

@@ -29,14 +29,17 @@
 
 use std::time::Duration;
 
+use super::accounting::contended;
 use super::batch::Held;
 use super::context::TaskScope;
-use super::accounting::contended;
 use super::core::Core;
+#[cfg(feature = "tracing")]
+use super::observe::Observer;
 use super::queues::Queues;
 use super::run_state::bump;
 use crate::boundary;
-use crate::task::harness::{poll_task, Done, Next, Panics, Polled};
+use crate::error::quarantine::Quarantine;
+use crate::task::harness::{cancel_idle, end_idle_with, poll_task, Done, Next, Panics, Polled};
 use crate::task::id::{GroupId, TaskKey};
 use crate::task::raw::Finish;
 use crate::task::slab::Spurious;
@@ -180,6 +183,94 @@ impl Core {
         }
     }
 
+    // The quarantine of a queue whose custom scheduler keeps panicking
+    // (`QUARANTINE_AFTER` panics in a row of one of its methods; see
+    // `src/sched/guarded.rs`): the scheduler stops calling the user's code
+    // at once and tells the panic sink; the turn settles it at its end,
+    // where no run is in progress, no task is being polled and no borrow
+    // is held: the queue leaves the EEVDF runnable set for good, its
+    // scheduler is dropped, its tasks end (their join handles read the
+    // quarantine's panic `JoinError`), and so do the remote spawns that wait
+    // for it in the remote backlog. From then on a local spawn onto it is
+    // refused (`SpawnError::Quarantined`) and a remote one ends as its
+    // tasks did.
+
+    /// Settles every quarantine the schedulers asked for (the sink's
+    /// request, [`PanicSink::take_quarantine`](crate::boundary::PanicSink::take_quarantine)).
+    /// Returns whether there was one. Ending tasks runs user code
+    /// (destructors, wakers), which may quarantine another queue: settled
+    /// in the same call.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn settle_quarantines(&self) -> bool {
+        let mut any = false;
+        while self.panics.take_quarantine() {
+            any = true;
+            loop {
+                let taken = {
+                    let mut qs = self.queues.borrow_mut();
+                    qs.list
+                        .iter_mut()
+                        .enumerate()
+                        .find_map(|(q, st)| st.sched.take_quarantined().map(|t| (q, t)))
+                };
+                let Some((q, (why, scheduler))) = taken else {
+                    break;
+                };
+                self.quarantine_queue(q, why);
+                // The user's scheduler: its destructor is user code.
+                if let Some(p) = boundary::drop_caught(scheduler) {
+                    self.panics.report(p);
+                }
+                self.end_quarantined_tasks(q);
+            }
+        }
+        any
+    }
+
+    /// Marks queue `q` quarantined (refusing spawns from here on) and takes
+    /// it out of the EEVDF runnable set (`Queues::quarantine`).
+    fn quarantine_queue(&self, q: usize, why: Quarantine) {
+        let latency = self.queues.borrow_mut().quarantine(q, why);
+        self.any_quarantine.set(true);
+        if latency {
+            // A latency-sensitive queue left: the host interval may change.
+            self.update_host_interval();
+        }
+    }
+
+    /// Ends every task of quarantined queue `q` unpolled, and the remote
+    /// spawns that wait for it in the backlog. Passes until none is left:
+    /// a destructor or a waker may wake a task of the queue, never add one
+    /// (spawns onto it are refused).
+    fn end_quarantined_tasks(&self, q: usize) {
+        let payload = self
+            .quarantine_of(q)
+            .expect("tourbillon bug: ending the tasks of a queue that is not quarantined")
+            .task_payload();
+        let propagate = self.panics.propagates();
+        loop {
+            let ids = self.tasks.borrow().ids_in_queue(q);
+            let mut ended_any = false;
+            for id in ids {
+                let ended = end_idle_with(&self.tasks, id, propagate, || Box::new(payload.clone()));
+                if let Some((done, destructor)) = ended {
+                    ended_any = true;
+                    // The future's destructor is not the task's result here:
+                    // a panic of other user code.
+                    if let Some(p) = destructor {
+                        self.panics.report(p);
+                    }
+                    self.finish(id, done, None, false);
+                }
+            }
+            if !ended_any {
+                break;
+            }
+        }
+        self.intake.end_line(self, q);
+    }
+
     /// Reads the clock and charges the time since the last checkpoint to
     /// queue `q` (R1, R4), then sets the countdown to the next one and
     /// whether the run stops here (`RunState::checkpoint`). The clock is
@@ -189,6 +280,59 @@ impl Core {
         let now = self.now_ns();
         self.run
             .checkpoint(&mut self.queues.borrow_mut(), q, now, &self.cfg);
+    }
+
+    /// Work at a poll boundary: foreign wakes, aborts, remote spawns the
+    /// windows admit (`remote/intake.rs`), placement of queues that
+    /// became runnable, and the wake-up preemption decision (R9).
+    /// `turn_start`: the first boundary of a driver turn, which takes the
+    /// inbox's spawns whatever the backlog holds. Inlined where it is
+    /// called, so that the common boundary (a queue to place, nothing in
+    /// the inbox, no abort) costs one call.
+    #[inline(always)]
+    pub(crate) fn boundary(&self, turn_start: bool) {
+        self.attention.set(false);
+        self.intake.at_boundary(self, turn_start);
+        if !self.aborts.borrow().is_empty() {
+            self.drop_aborted();
+        }
+        self.place_activations(true);
+    }
+
+    /// Drops the aborted idle tasks.
+    #[cold]
+    #[inline(never)]
+    fn drop_aborted(&self) {
+        let ids = std::mem::take(&mut *self.aborts.borrow_mut());
+        for id in ids {
+            if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
+                // A panic of the destructor is the task's, reported to its
+                // join handle.
+                self.finish(id, done, None, false);
+            }
+        }
+    }
+
+    /// Places the queues that became runnable and decides preemption
+    /// (`Queues::place_activations`, `executor/placement.rs`).
+    /// `between_polls`: called at a poll boundary (no task of the running
+    /// queue is being polled), not from inside a poll (`should_yield`).
+    /// The clock is read before the queues are borrowed (it is user code).
+    #[inline(never)]
+    pub(crate) fn place_activations(&self, between_polls: bool) {
+        if self.queues.borrow().pending.is_empty() {
+            return;
+        }
+        let r = &self.run;
+        let charge = r
+            .current
+            .queue
+            .get()
+            .filter(|_| r.clock.countdown_set.get() != r.clock.countdown.get())
+            .map(|c| (c, self.now_ns()));
+        self.queues
+            .borrow_mut()
+            .place_activations(r, &self.cfg, charge, between_polls);
     }
 
     /// Sets the turn's host-yield interval from the queues that wait now
@@ -268,7 +412,7 @@ impl Core {
         sched: SchedMode,
     ) -> bool {
         #[cfg(feature = "tracing")]
-        let _run_span = self.run_span(q);
+        let _run_span = Observer::run_span(&self.queues, &self.panics, q);
         let mode = self.run_mode::<PER_POLL, OBSERVE>(sched);
         bump(&self.run.counters.runs);
         // The poll marker of an enclosing task (nested executors), put back
@@ -386,12 +530,12 @@ impl Core {
         let start = *poll_start;
         // Read before the poll: a task that completes is removed.
         let observed = if mode.observe {
-            Some(self.observe_before(id, start))
+            Some(self.observer.before(&self.tasks.borrow(), id, start))
         } else {
             None
         };
         #[cfg(feature = "tracing")]
-        let poll_span = self.poll_span(q, id);
+        let poll_span = Observer::poll_span(&self.tasks, &self.panics, q, id);
         let site = r.second_site.get();
         let polled = self.poll_one(id, site, mode, done);
         #[cfg(feature = "tracing")]
@@ -408,7 +552,17 @@ impl Core {
         let elapsed = self.count_poll(q, mode, start, poll_start);
         if let Some(before) = observed {
             let again = matches!(polled, Polled::Pending(n, _) if n != Next::Wait);
-            self.observe_after(q, id, before, again, start, elapsed.unwrap_or(0));
+            self.observer.after(
+                &self.queues,
+                &self.tasks,
+                &self.panics,
+                q,
+                id,
+                before,
+                again,
+                start,
+                elapsed.unwrap_or(0),
+            );
         }
         if let Step::EndRun = self.after_poll(q, id, polled, mode, elapsed, done) {
             return Step::EndRun;
@@ -486,7 +640,9 @@ impl Core {
         match polled {
             // Waiting for a wake, and no `polled` to tell: nothing to do.
             Polled::Pending(Next::Wait, _) if !mode.tell_polled => {}
-            Polled::Pending(..) if mode.fifo_requeue => self.run.held.requeue_tail(&self.queues, id),
+            Polled::Pending(..) if mode.fifo_requeue => {
+                self.run.held.requeue_tail(&self.queues, id)
+            }
             // Runnable again, in its own group: charged when the tail is
             // pushed (`Tail`).
             Polled::Pending(next, true) if mode.las_requeue && next != Next::Wait => {

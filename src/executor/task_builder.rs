@@ -14,7 +14,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use super::spawning::Spawn;
+use super::core::Spawn;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::task::join::JoinHandle;
 
