@@ -45,6 +45,7 @@ pub(crate) mod observe;
 pub(crate) mod placement;
 pub(crate) mod queue_handle;
 pub(crate) mod queues;
+pub(crate) mod run;
 pub(crate) mod run_loop;
 pub(crate) mod run_state;
 pub(crate) mod task_builder;
