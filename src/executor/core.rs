@@ -55,7 +55,7 @@ pub(crate) struct Core {
     pub(crate) deferred: RefCell<Vec<TaskKey>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
     pub(crate) shutdown: Cell<bool>,
-    /// A queue is quarantined (`executor/quarantine.rs`): spawns look
+    /// A queue is quarantined (`Core::settle_quarantines`, `executor/run_loop.rs`): spawns look
     /// their queue up.
     pub(crate) any_quarantine: Cell<bool>,
     /// Inside `block_on` / `run_until` / `run_until_stalled`.

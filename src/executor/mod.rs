@@ -8,23 +8,35 @@
 //! configuration (`crate::config`) and the statistics. Above it: the
 //! builder, which assembles a `Core`, and the crate's re-exports.
 //!
-//! Its files, from the bottom up; each imports only from files before it
-//! in this list (`tests/layers.rs` checks that no two import each other in
-//! a circle):
-//! * data: `queues` (each queue's scheduler and counters, and the EEVDF
-//!   table of `crate::eevdf`), `run_state` (the run loop's `Cell`s);
-//! * `core`: `Core`, the state shared by the handles, and its operations
-//!   other than the run loop and spawning (wake, abort, shares, stats,
-//!   shutdown), and its side of remote work (`impl remote::Target`);
-//! * `impl Core` in files of their own, each importing `Core` (never the
-//!   reverse): `batch` (the ids a run holds), `accounting` (clock
-//!   checkpoints), `placement` (poll-boundary work, preemption),
-//!   `observe` (stall detector, histograms, spans), `run_loop` (turns,
-//!   runs, the poll), `quarantine` (a queue whose custom scheduler keeps
-//!   panicking) and `spawning` (the one spawn path);
+//! Each piece of state has one owner, and its methods live beside it
+//! (`tests/layers.rs` checks that no two files import each other in a
+//! circle):
+//! * `queues`: the queues and their EEVDF entities (`Queues`: each queue's
+//!   scheduler and counters, the EEVDF table of `crate::eevdf`, a queue's
+//!   quarantine); `placement`: how a queue that became runnable is placed
+//!   and when it preempts (`Queues::place_activations`);
+//! * `run_state`: the local run state (`RunState`: the run in progress,
+//!   the checkpoints, the turn's budget, why the run ends, the counts);
+//!   `accounting`: its clock accounting (`RunState::checkpoint`);
+//!   `batch`: the ids a run holds (`HeldIds`, `Held`);
+//! * `observe`: the observer of polls (`Observer`: histograms, the stall
+//!   detector, `tracing` spans);
+//! * `core`: `Core`, the state the handles share (the task storage, the
+//!   queues, the run state, the intake of remote work, the clock and the
+//!   configuration) and what the handles ask of it (spawn, wake, abort,
+//!   shares, stats, shutdown; `impl remote::Target`); `run_loop`: its
+//!   other half, the turn (the pick, boundary work, quarantines,
+//!   `should_yield`); `run`: one run of one queue (`Run`: what happens at
+//!   a poll);
 //! * `drive`: `block_on`, `run_until`, `run_until_stalled`;
 //! * the handles: `task_builder`, `queue_handle`, and this file
 //!   (`Executor`, `Spawner`, the free `spawn`).
+//!
+//! Where to change what: how a queue is picked, `crate::eevdf`
+//! (`Eevdf::pick`) and `placement.rs`; how a remote spawn enters,
+//! `crate::remote` (`intake.rs`, `backlog.rs`, `admission.rs`); what
+//! happens at a poll, `run.rs` (and the task core's
+//! `task::harness::poll_task`).
 //!
 //! `wake` (the executor's implementation of the task core's `Schedule`
 //! sink: where wakes and aborts go) and `context` (the thread-local current

@@ -30,7 +30,7 @@ pub(crate) struct QueueState {
     pub(crate) activation_pending: bool,
     /// [`QueueSpec::latency`], ns.
     pub(crate) latency_ns: Option<u64>,
-    /// Why the queue is quarantined, once it is (`executor/quarantine.rs`).
+    /// Why the queue is quarantined, once it is (`Core::settle_quarantines`, `executor/run_loop.rs`).
     /// Boxed: one word in the state the run loop indexes.
     pub(crate) quarantine: Option<Box<Quarantine>>,
 }

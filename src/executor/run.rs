@@ -90,7 +90,7 @@ impl<'a> Run<'a> {
         Self { core, q }
     }
 
-    /// Runs queue `q`, which [`start_run`](Self::start_run) started and
+    /// Runs queue `q`, which [`start_run`](Core::start_run) started and
     /// whose scheduler's needs (`sched`) it returned,
     /// until a boundary ends the run. Returns `true` when the turn's budget
     /// is spent.

@@ -61,7 +61,7 @@ impl Core {
     /// A panic that the panic policy propagates (`crate::boundary`)
     /// resumes from here, at the end of the turn, with the executor's
     /// state whole; a quarantine a custom scheduler reached is settled
-    /// here first (`executor/quarantine.rs`), and the turn is then `Busy`
+    /// here first (`Core::settle_quarantines`, `executor/run_loop.rs`), and the turn is then `Busy`
     /// (its ends may have woken tasks or the driver's own future).
     pub(crate) fn run_turn(&self, follows: bool) -> Turn {
         let turn = self.turn(follows);
@@ -320,7 +320,7 @@ impl Core {
     /// A run of `q` starts at the last checkpoint, with no cause to end it
     /// yet and the countdown to its first checkpoint. Returns whether its
     /// scheduler wants per-poll timing and `polled` calls (for
-    /// [`run_queue`](Self::run_queue)).
+    /// [`Run::run_queue`]).
     #[inline(always)]
     fn start_run(&self, qs: &mut Queues, q: usize) -> SchedMode {
         let r = &self.run;

@@ -100,7 +100,7 @@ pub(crate) struct TurnBudget {
 #[derive(Debug, Default)]
 pub(crate) struct RunEnd {
     /// The run ends at this poll boundary: the one flag the run loop reads
-    /// per poll, recomputed (`Core::update_stop`) wherever one of the
+    /// per poll, recomputed (`RunState::update_stop`) wherever one of the
     /// causes below, or the turn's budget, changes (checkpoint, placement,
     /// `should_yield`).
     pub(crate) stop: Cell<bool>,
@@ -188,7 +188,7 @@ impl Default for Batch {
 /// pushed one by one (which costs a borrow of the queues, a dispatch and a
 /// deque push per poll). They belong behind every task already queued, in
 /// order, so they are pushed to the deque before anything else is pushed
-/// to a queue (`Core::flush_tail`), before the run takes its next batch,
+/// to a queue (`HeldIds::flush_tail`), before the run takes its next batch,
 /// and when the run ends or unwinds (`Held`). They are tasks of the
 /// running queue (the run pushes them before it ends), so the queue is not
 /// stored.
