@@ -12,12 +12,12 @@
 # reads the server's /stats, runs `wrk -t1 -c$CONNECTIONS -d${DURATION}s
 # --latency` pinned to CPU $CLIENT_CPU against `GET /`, reads /stats again
 # (the background's bytes over the measured run) and the server thread's
-# /proc/PID/schedstat before and after (its time on the CPU, and its time
-# runnable but waiting while other processes had the CPU), and stops the
-# server with SIGINT (a graceful shutdown). The four cases run once per round,
-# the systems alternated (odd rounds tourbillon first, even rounds tokio
-# first), so that a disturbance of the machine hits one round of every
-# case rather than all rounds of one. It prints each run, then the
+# /proc/PID/schedstat before and after (its time on the CPU, its time
+# runnable but waiting while other processes had the CPU, and the time
+# slices it ran), and stops the server with SIGINT (a graceful shutdown).
+# The four cases run once per round, the systems alternated (odd rounds
+# tourbillon first, even rounds tokio first), so that a disturbance of the
+# machine hits one round of every case rather than all rounds of one. It prints each run, then the
 # medians over the rounds and the ratios of the medians:
 #
 #   * tourbillon p99 with background / tourbillon p99 without (target <= 1.2)
@@ -130,15 +130,17 @@ run() {
     bytes=$(($(field "$after" bytes) - $(field "$before" bytes)))
     ms=$(($(field "$after" uptime_ms) - $(field "$before" uptime_ms)))
     bg="$(awk -v b="$bytes" -v ms="$ms" 'BEGIN { printf "%.0f", b / 1048576 / (ms / 1000) }')"
-    local cpu wait
+    local cpu wait gap
     cpu=$(((sched1[0] - sched0[0]) * 100 / (t1 - t0)))
     wait=$(((sched1[1] - sched0[1]) * 100 / (t1 - t0)))
+    # The mean wait per time slice the thread ran, in us.
+    gap=$(((sched1[1] - sched0[1]) / ((sched1[2] - sched0[2]) > 0 ? (sched1[2] - sched0[2]) : 1) / 1000))
     if grep -q "Socket errors" "$out"; then
         echo "wrk: $(grep 'Socket errors' "$out")" >&2
     fi
-    echo "$system $load $rps $p50 $p99 $bg $cpu $wait" >>"$WORK/results"
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s%% | %s%% | %s |\n' "$round" "$system" "$load" \
-        "$rps" "$p50" "$p99" "$bg" "$cpu" "$wait" "$load_avg"
+    echo "$system $load $rps $p50 $p99 $bg $cpu $wait $gap" >>"$WORK/results"
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s%% | %s%% | %s | %s |\n' "$round" "$system" "$load" \
+        "$rps" "$p50" "$p99" "$bg" "$cpu" "$wait" "$gap" "$load_avg"
 }
 
 echo "http_compare: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, Linux $(uname -r), $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f1-2)"
@@ -146,11 +148,12 @@ echo "server on CPU $SERVER_CPU: $BIN --port $PORT [--plain-tokio | $SERVER_ARGS
 echo "client on CPU $CLIENT_CPU: wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency http://127.0.0.1:$PORT/ (after ${WARMUP} s of warm-up)"
 echo "$ROUNDS rounds; latency in us; bg: MiB/s the background checksummed during the run;"
 echo "server CPU: the server thread's time on its CPU, and waited: its time runnable but"
-echo "waiting for the CPU (other processes had it), in % of the run (/proc/PID/schedstat);"
-echo "load: the 1-minute load average before the run"
+echo "waiting for the CPU (other processes had it), in % of the run; wait/slice: its mean"
+echo "wait in us per time slice it ran (/proc/PID/schedstat); load: the 1-minute load"
+echo "average before the run"
 echo
-echo "| round | system | background | req/s | p50 | p99 | bg MiB/s | server CPU | waited | load |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| round | system | background | req/s | p50 | p99 | bg MiB/s | server CPU | waited | wait/slice | load |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for round in $(seq 1 "$ROUNDS"); do
     if [ $((round % 2)) = 1 ]; then order="tourbillon tokio"; else order="tokio tourbillon"; fi
     for load in none bg; do
@@ -168,16 +171,17 @@ all() { awk -v s="$1" -v l="$2" -v c="$3" '$1 == s && $2 == l { printf "%s%s", s
 echo
 echo "Medians of $ROUNDS runs (each run's value in parentheses):"
 echo
-echo "| system | background | req/s | p50 (us) | p99 (us) | bg MiB/s | server CPU | waited |"
-echo "|---|---|---|---|---|---:|---:|---:|"
+echo "| system | background | req/s | p50 (us) | p99 (us) | bg MiB/s | server CPU | waited | wait/slice (us) |"
+echo "|---|---|---|---|---|---:|---:|---:|---:|"
 for load in none bg; do
     for system in tourbillon tokio; do
         if [ "$load" = bg ]; then what="$BACKGROUND tasks"; else what="none"; fi
-        printf '| %s | %s | **%s** (%s) | **%s** (%s) | **%s** (%s) | %s | %s%% | %s%% |\n' "$system" "$what" \
+        printf '| %s | %s | **%s** (%s) | **%s** (%s) | **%s** (%s) | %s | %s%% | %s%% | %s |\n' "$system" "$what" \
             "$(col "$system" "$load" 3)" "$(all "$system" "$load" 3)" \
             "$(col "$system" "$load" 4)" "$(all "$system" "$load" 4)" \
             "$(col "$system" "$load" 5)" "$(all "$system" "$load" 5)" \
-            "$(col "$system" "$load" 6)" "$(col "$system" "$load" 7)" "$(col "$system" "$load" 8)"
+            "$(col "$system" "$load" 6)" "$(col "$system" "$load" 7)" "$(col "$system" "$load" 8)" \
+            "$(col "$system" "$load" 9)"
     done
 done
 
