@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# wrk against examples/http_server.rs: tourbillon (queues Http and
+# wrk against integrations/hyper/examples/http_server.rs: tourbillon (queues Http and
 # Background, nested in tokio) against the same server on plain tokio
 # (--plain-tokio: a LocalSet of a current_thread runtime), each with and
 # without background load. Not part of CI.
@@ -56,10 +56,10 @@ fi
 command -v taskset >/dev/null || { echo "taskset (util-linux) is needed" >&2; exit 1; }
 
 if [ "${NO_BUILD:-}" != 1 ]; then
-    cargo build --release --example http_server --features tokio
+    cargo build --release -p tourbillon-hyper --example http_server
 fi
 BIN="${CARGO_TARGET_DIR:-target}/release/examples/http_server"
-[ -x "$BIN" ] || { echo "no $BIN: build it with cargo build --release --example http_server --features tokio" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "no $BIN: build it with cargo build --release -p tourbillon-hyper --example http_server" >&2; exit 1; }
 
 WORK="$(mktemp -d)"
 SERVER_PID=""

@@ -36,8 +36,8 @@
 //! executor's statistics. `benches/http_compare.sh` drives it with `wrk`.
 //!
 //! ```text
-//! cargo run --release --example http_server --features tokio -- --background 4
-//! cargo run --release --example http_server --features tokio -- --background 4 --plain-tokio
+//! cargo run --release -p tourbillon-hyper --example http_server -- --background 4
+//! cargo run --release -p tourbillon-hyper --example http_server -- --background 4 --plain-tokio
 //! curl http://127.0.0.1:8080/stats
 //! ```
 
@@ -580,7 +580,7 @@ the same thread; tourbillon (queues Http and Background) nested in tokio, or
 plain tokio tasks (--plain-tokio). Serves until SIGINT or SIGTERM.
 
 USAGE:
-    cargo run --release --example http_server --features tokio [-- OPTIONS]
+    cargo run --release -p tourbillon-hyper --example http_server [-- OPTIONS]
 
 OPTIONS:
     --port P            port on 127.0.0.1 (default 8080; 0: any free port)
