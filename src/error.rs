@@ -189,7 +189,7 @@ impl From<UnknownQueue> for SpawnError {
     }
 }
 
-/// Why [`Executor::set_shares`](crate::Executor::set_shares) refused a
+/// Why [`Spawner::set_shares`](crate::Spawner::set_shares) refused a
 /// new weight. The queue keeps its old shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -22,7 +22,7 @@ use crate::task::join_error::JoinError;
 /// task's queue, as the free [`spawn`](crate::spawn)),
 /// [`spawn_on`](JoinSet::spawn_on) (onto a chosen queue) or
 /// [`insert`](JoinSet::insert) (the handle of a task spawned by any other
-/// entry point: [`Executor::spawn`](crate::Executor::spawn), a
+/// entry point: [`Spawner::spawn`](crate::Spawner::spawn), a
 /// [`Spawner`](crate::Spawner), a [`TaskBuilder`](crate::task::TaskBuilder), ...).
 /// [`join_next`](JoinSet::join_next) gives the result of the task that
 /// finished first among those not yet joined, whatever the order they were

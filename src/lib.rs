@@ -44,8 +44,8 @@ pub mod task {
     //! yielding.
     //!
     //! A task is a `!Send` future spawned onto one queue of an executor
-    //! ([`Executor::spawn`], a [`Spawner`](crate::Spawner), a
-    //! [`QueueHandle`](crate::QueueHandle), the free [`spawn`](crate::spawn)
+    //! (`ex.spawn(key, future)`, [`Spawner::spawn`](crate::Spawner::spawn),
+    //! a [`QueueHandle`](crate::QueueHandle), the free [`spawn`](crate::spawn)
     //! onto the current task's queue, or a [`TaskBuilder`] to give it a name
     //! or a group). It runs until its future completes, it panics, or it is
     //! aborted; the executor polls it only when it is woken.
@@ -72,7 +72,6 @@ pub mod task {
     //! `task::{JoinHandle, AbortHandle, JoinError, JoinSet, TaskId, id,
     //! try_id, yield_now, TaskBuilder}`.
     //!
-    //! [`Executor::spawn`]: crate::Executor::spawn
 
     // The task core (src/task/): its files are crate-private; its design
     // (reference types, state bits, life cycle, safety) is documented in

@@ -14,50 +14,44 @@
 //!   estimate of 0): an `Instant::now()` (25 to 70 ns on the machines
 //!   measured) per poll would cost more than the poll itself.
 //!
-//! It owns the clock-derived fields of [`RunState`](super::run_state::RunState)
-//! (checkpoints, turn budget, the stop flag); which queue runs and when a
-//! run starts or ends are the run loop's.
+//! It is [`RunState`]'s clock accounting: it owns the clock-derived fields
+//! (checkpoints, turn budget, the stop flag, the poll count); which queue
+//! runs and when a run starts or ends are the run loop's, and the clock
+//! read (user code, behind the panic boundary) is the caller's.
 
-use super::core::Core;
 use super::queues::Queues;
+use super::run_state::RunState;
+use crate::config::Config;
 
-impl Core {
-    /// Reads the clock and charges the time since the last checkpoint to
-    /// queue `q` (R1, R4), then sets the countdown to the next one and
+impl RunState {
+    /// Charges the time from the last checkpoint to `now` to queue `q`
+    /// (R1, R4), then sets the countdown to the next checkpoint and
     /// whether the run stops here.
-    #[inline(never)]
-    pub(crate) fn checkpoint(&self, q: usize) {
-        self.charge_now(q);
-        self.reset_countdown(q);
-        self.update_stop();
+    #[inline(always)]
+    pub(crate) fn checkpoint(&self, qs: &mut Queues, q: usize, now: u64, cfg: &Config) {
+        self.charge(qs, q, now, cfg);
+        self.reset_countdown(qs, q, cfg);
+        self.update_stop(qs, cfg);
     }
 
     /// The charge of [`checkpoint`](Self::checkpoint), without the
     /// countdown and the stop flag, which the caller must set.
-    pub(super) fn charge_now(&self, q: usize) {
-        // The clock is user code: read before the queues are borrowed.
-        let now = self.now_ns();
-        self.charge_in(&mut self.queues.borrow_mut(), q, now);
-    }
-
-    /// [`charge_now`](Self::charge_now) with the clock read (`now`) and the
-    /// queues borrowed by the caller.
     #[inline(always)]
-    pub(super) fn charge_in(&self, qs: &mut Queues, q: usize, now: u64) {
-        let r = &self.run;
+    pub(crate) fn charge(&self, qs: &mut Queues, q: usize, now: u64, cfg: &Config) {
+        let r = self;
         let delta = now.saturating_sub(r.clock.last_ns.get());
         r.clock.last_ns.set(now);
         let polls = r.clock.countdown_set.get() - r.clock.countdown.get();
         r.turn
             .polls_left
             .set(r.turn.polls_left.get().saturating_sub(polls));
-        self.counters
+        r.counters
             .polls
-            .set(self.counters.polls.get() + u64::from(polls));
+            .set(r.counters.polls.get() + u64::from(polls));
         if qs.eevdf.charge(q, delta) {
             r.end.slice_over.set(true);
             r.end.renewed.set(true);
-        } else if qs.eevdf.runnable_count() == 1 && !self.cfg.general_pick {
+        } else if qs.eevdf.runnable_count() == 1 && !cfg.general_pick {
             // Alone, a used request does not end the run (R5 would pick
             // the queue again) and R4 renewed it: once another queue is
             // placed, the run ends when the request in force is used
@@ -74,42 +68,31 @@ impl Core {
     }
 
     /// Whether the run in progress must end at this poll boundary.
-    pub(crate) fn update_stop(&self) {
-        let r = &self.run;
+    #[inline(always)]
+    pub(crate) fn update_stop(&self, qs: &Queues, cfg: &Config) {
+        let r = self;
         r.end.stop.set(
             r.turn.polls_left.get() == 0
                 || r.turn.over.get()
                 || r.end.preempt.get()
                 || r.end.requested.get()
-                || (r.end.slice_over.get() && self.contended()),
+                || (r.end.slice_over.get() && contended(qs, cfg)),
         );
-    }
-
-    /// Whether more than one queue competes (or the general pick is forced):
-    /// only then does a used-up slice end a run.
-    pub(super) fn contended(&self) -> bool {
-        self.cfg.general_pick || self.queues.borrow().eevdf.runnable_count() > 1
     }
 
     /// Sets the countdown to the next checkpoint; only right after a
     /// checkpoint (or at a run's start), when no poll is uncharged.
-    pub(crate) fn reset_countdown(&self, q: usize) {
-        self.reset_countdown_in(&self.queues.borrow(), q);
-    }
-
-    /// [`reset_countdown`](Self::reset_countdown) with the queues borrowed
-    /// by the caller.
     #[inline(always)]
-    pub(super) fn reset_countdown_in(&self, qs: &Queues, q: usize) {
-        let n = self.countdown(qs, q);
-        self.run.clock.countdown.set(n);
-        self.run.clock.countdown_set.set(n);
+    pub(crate) fn reset_countdown(&self, qs: &Queues, q: usize, cfg: &Config) {
+        let n = self.countdown(qs, q, cfg);
+        self.clock.countdown.set(n);
+        self.clock.countdown_set.set(n);
     }
 
     /// Polls that fit before the next needed checkpoint (amortised mode).
     #[inline(always)]
-    fn countdown(&self, qs: &Queues, q: usize) -> u32 {
-        let r = &self.run;
+    fn countdown(&self, qs: &Queues, q: usize, cfg: &Config) -> u32 {
+        let r = self;
         if r.turn.polls_left.get() <= 1 {
             // The turn's last poll (or past it): nothing to divide. At the
             // end of every full turn (callgrind).
@@ -117,7 +100,7 @@ impl Core {
         }
         let elapsed = r.clock.last_ns.get().saturating_sub(r.turn.start_ns.get());
         let mut left = r.turn.host_interval_ns.get().saturating_sub(elapsed);
-        if self.cfg.general_pick || qs.eevdf.runnable_count() > 1 {
+        if contended(qs, cfg) {
             left = left.min(qs.eevdf.slice_left_ns(q));
         }
         if let Some(at) = r.end.preempt_at.get() {
@@ -139,4 +122,11 @@ impl Core {
         }
         (left / cost).clamp(1, most) as u32
     }
+}
+
+/// Whether more than one queue competes (or the general pick is forced):
+/// only then does a used-up slice end a run.
+#[inline(always)]
+pub(crate) fn contended(qs: &Queues, cfg: &Config) -> bool {
+    cfg.general_pick || qs.eevdf.runnable_count() > 1
 }

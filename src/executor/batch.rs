@@ -8,13 +8,15 @@
 //! Other schedulers go through [`Held`] with batches of one.
 //!
 //! It owns the movement of ids between the run and the scheduler (take,
-//! put back, requeue, flush); the storage is in
-//! [`RunState`](super::run_state::RunState), and when a run starts or
-//! ends is the run loop's decision.
+//! put back, requeue, flush: `impl HeldIds`); the storage is in
+//! [`RunState`](super::run_state::RunState)'s `held`, and when a run starts
+//! or ends is the run loop's decision.
+
+use std::cell::RefCell;
 
 use super::core::Core;
 use super::queues::Queues;
-use super::run_state::HELD;
+use super::run_state::{HeldIds, HELD};
 use crate::sched::{Front, QueueScheduler};
 use crate::task::id::TaskKey;
 
@@ -41,6 +43,7 @@ impl<'a> Held<'a> {
         core.run.held.len.set(0);
         core.run.held.front_empty.set(false);
         core.run.held.open.set(true);
+        core.run.held.queue.set(q);
         Self { core, q }
     }
 
@@ -107,7 +110,7 @@ impl<'a> Held<'a> {
             r.held.front_empty.set(true);
             1
         } else {
-            let len = self.core.refill_after_requeues(&mut qs, self.q);
+            let len = r.held.refill_after_requeues(&mut qs, self.q);
             self.checked_if_custom(&mut qs, len)
         }
     }
@@ -165,7 +168,7 @@ impl<'a> Held<'a> {
         // than the process.
         r.held.front_empty.set(false);
         if let Ok(mut qs) = self.core.queues.try_borrow_mut() {
-            self.core.flush_tail(&mut qs);
+            r.held.flush_tail(&mut qs);
             let ids = &r.held.batch.0[pos..len];
             match qs.list[self.q].sched.front() {
                 Some(mut front) => front.put_front(ids),
@@ -187,13 +190,14 @@ impl Drop for Held<'_> {
     }
 }
 
-impl Core {
+/// The movement of ids between the run and its queue's scheduler.
+impl HeldIds {
     /// Pushes the run's requeued tasks ([`Tail`](super::run_state::Tail)) to
     /// their deque: before any other push to a queue, so that they keep
     /// their place.
     #[inline(always)]
     pub(crate) fn flush_tail(&self, qs: &mut Queues) {
-        if self.run.held.tail.len() != 0 {
+        if self.tail.len() != 0 {
             self.flush_tail_now(qs);
         }
     }
@@ -202,17 +206,13 @@ impl Core {
     // (about 17 instructions per headline task; callgrind).
     #[inline(never)]
     fn flush_tail_now(&self, qs: &mut Queues) {
-        let tail = &self.run.held.tail;
+        let tail = &self.tail;
         let n = tail.len.replace(0);
-        self.run.held.front_empty.set(false);
+        self.front_empty.set(false);
         // The tail is pushed before a run ends (`Held::put_back`, also when
-        // unwinding), so a run is in progress and the tasks are its queue's.
-        let q = self
-            .run
-            .current
-            .queue
-            .get()
-            .expect("tourbillon bug: requeued tasks outside a run");
+        // unwinding), so a run is in progress and the tasks are its
+        // queue's.
+        let q = self.queue.get();
         let ids = &tail.ids.0[..n];
         match qs.list[q].sched.front() {
             Some(mut front) => front.push_back_all(ids, &tail.ns.0[..n]),
@@ -233,7 +233,7 @@ impl Core {
     /// (one task that yields in a loop takes this path at every poll).
     #[inline(always)]
     fn refill_after_requeues(&self, qs: &mut Queues, q: usize) -> usize {
-        let held = &self.run.held;
+        let held = self;
         let Some(mut front) = qs.list[q].sched.front() else {
             self.flush_tail_now(qs);
             return qs.list[q].sched.take_next(&held.batch.0);
@@ -273,8 +273,8 @@ impl Core {
     /// without a look at the queue.
     #[inline(always)]
     pub(crate) fn join_batch(&self, qs: &Queues, q: usize, id: TaskKey) -> bool {
-        let held = &self.run.held;
-        if self.run.current.queue.get() != Some(q) || !held.open.get() {
+        let held = self;
+        if !held.open.get() || held.queue.get() != q {
             return false;
         }
         let len = held.len.get();
@@ -290,27 +290,27 @@ impl Core {
     /// poll took `ns`, not yet charged to its own group: the charge and the
     /// choice of its level happen when the tail is pushed.
     #[inline(always)]
-    pub(crate) fn requeue_tail_charged(&self, id: TaskKey, ns: u64) {
-        let tail = &self.run.held.tail;
+    pub(crate) fn requeue_tail_charged(&self, queues: &RefCell<Queues>, id: TaskKey, ns: u64) {
+        let tail = &self.tail;
         if tail.len() >= HELD {
             // Not reached, as in `requeue_tail`.
-            self.flush_tail(&mut self.queues.borrow_mut());
+            self.flush_tail(&mut queues.borrow_mut());
         }
         tail.ns.0[tail.len() % HELD].set(ns);
-        self.requeue_tail(id);
+        self.requeue_tail(queues, id);
     }
 
     /// Requeues task `id` behind the front of the running queue (a
     /// `RunnableFifo`, or level 0 of a batching `Las`).
     #[inline(always)]
-    pub(crate) fn requeue_tail(&self, id: TaskKey) {
-        let tail = &self.run.held.tail;
+    pub(crate) fn requeue_tail(&self, queues: &RefCell<Queues>, id: TaskKey) {
+        let tail = &self.tail;
         let mut n = tail.len.get();
         if n >= HELD {
             // Not reached: a poll per held task, and `Held` pushes the tail
             // before it takes a new batch (so it holds at most `HELD`).
             // Kept so that a change there cannot lose tasks.
-            self.flush_tail(&mut self.queues.borrow_mut());
+            self.flush_tail(&mut queues.borrow_mut());
             n = 0;
         }
         tail.ids.0[n].set(id);

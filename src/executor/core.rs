@@ -11,10 +11,12 @@
 //! which import `Core`; this file imports nothing from them.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::{Rc, Weak};
 use std::task::Waker;
 use std::time::Duration;
 
+use super::observe::Observer;
 use super::queues::Queues;
 use super::run_state::RunState;
 use crate::boundary::{self, PanicSink};
@@ -30,21 +32,10 @@ use crate::stats::StallReport;
 use crate::stats::{ExecutorStats, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskKey};
+use crate::task::join::JoinHandle;
 use crate::task::raw::Header;
 use crate::task::slab::TaskSlab;
 use crate::task::state::TransitionToScheduled;
-
-#[derive(Default)]
-pub(crate) struct ExecCounters {
-    pub(crate) polls: Cell<u64>,
-    pub(crate) runs: Cell<u64>,
-    pub(crate) turns: Cell<u64>,
-    pub(crate) parks: Cell<u64>,
-}
-
-pub(crate) fn bump(c: &Cell<u64>) {
-    c.set(c.get() + 1);
-}
 
 pub(crate) struct Core {
     pub(crate) tasks: RefCell<TaskSlab<Remote>>,
@@ -64,7 +55,7 @@ pub(crate) struct Core {
     pub(crate) deferred: RefCell<Vec<TaskKey>>,
     pub(crate) deferred_wakers: RefCell<Vec<Waker>>,
     pub(crate) shutdown: Cell<bool>,
-    /// A queue is quarantined (`executor/quarantine.rs`): spawns look
+    /// A queue is quarantined (`Core::settle_quarantines`, `executor/run_loop.rs`): spawns look
     /// their queue up.
     pub(crate) any_quarantine: Cell<bool>,
     /// Inside `block_on` / `run_until` / `run_until_stalled`.
@@ -72,13 +63,11 @@ pub(crate) struct Core {
     /// Driven by a host runtime (`run_until`): yields wait for a host turn.
     pub(crate) nested: Cell<bool>,
     pub(crate) groups: RefCell<Groups>,
-    pub(crate) counters: ExecCounters,
     /// Where panics of user code go (the panic policy: `crate::boundary`).
     pub(crate) panics: Rc<PanicSink>,
-    /// The stall detector's callback, if any; dropped at shutdown, so that
-    /// a callback that holds a [`Spawner`](crate::Spawner) (and so this
-    /// core) cannot keep the executor alive.
-    pub(crate) stall_report: RefCell<Option<StallReport>>,
+    /// The observer of polls: latency histograms, the stall detector
+    /// (`executor/observe.rs`).
+    pub(crate) observer: Observer,
     /// The unit of tokio's budget that each task poll of a nested turn
     /// renews (`crate::coop`).
     #[cfg(feature = "tokio")]
@@ -101,6 +90,7 @@ impl Core {
         me: Weak<Core>,
     ) -> Self {
         let intake = Intake::new(queues.list.len());
+        let observer = Observer::new(&cfg, stall_report);
         Self {
             tasks: RefCell::new(TaskSlab::new(intake.inbox.clone())),
             queues: RefCell::new(queues),
@@ -118,9 +108,8 @@ impl Core {
             driving: Cell::new(false),
             nested: Cell::new(false),
             groups: RefCell::new(Groups::default()),
-            counters: ExecCounters::default(),
             panics,
-            stall_report: RefCell::new(stall_report),
+            observer,
             drained_wakers: RefCell::new(Vec::new()),
             #[cfg(feature = "tokio")]
             task_budget: Default::default(),
@@ -168,16 +157,16 @@ impl Core {
 
     /// Pushes a task that became runnable (woken, or a deferred yield
     /// released) to its queue's scheduler, or to the end of the
-    /// run's batch when that is its place ([`join_batch`](Self::join_batch)).
+    /// run's batch when that is its place (`HeldIds::join_batch`).
     #[inline(always)]
     pub(crate) fn push_task(&self, q: usize, id: TaskKey, group: GroupId) {
         let activated = {
             let mut qs = self.queues.borrow_mut();
-            self.flush_tail(&mut qs);
+            self.run.held.flush_tail(&mut qs);
             // Its place in FIFO order is the end of the run's batch: no
             // push (the deque stays empty; the queue is running, so no
             // activation).
-            if self.join_batch(&qs, q, id) {
+            if self.run.held.join_batch(&qs, q, id) {
                 return;
             }
             self.push_to(&mut qs, q, id, group)
@@ -197,7 +186,7 @@ impl Core {
     /// too.
     #[inline(always)]
     pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskKey, group: GroupId) -> bool {
-        self.flush_tail(qs);
+        self.run.held.flush_tail(qs);
         self.run.held.front_empty.set(false);
         qs.push(q, id, group)
     }
@@ -234,6 +223,84 @@ impl Core {
                 GroupId::task(header.key.index())
             };
             self.push_task(header.queue as usize, header.key, group);
+        }
+    }
+
+    /// Spawns `spawn` with a local join handle: where every local spawn
+    /// entry point ends.
+    pub(crate) fn spawn_task<F>(&self, spawn: Spawn<F>) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let Spawn {
+            queue,
+            group,
+            name,
+            future,
+        } = spawn;
+        self.insert_and_queue(queue, group, name, |tasks, group| {
+            let (cell, group) = tasks.insert_joined(future, queue, group);
+            let id = cell.key();
+            (JoinHandle::new(cell), id, group)
+        })
+    }
+
+    /// Stores a new task with `insert` (which returns what the caller gets,
+    /// the task's id and its group) and queues it on queue `q`; refused
+    /// once the executor shut down, or onto a quarantined queue.
+    #[inline(always)]
+    pub(super) fn insert_and_queue<R>(
+        &self,
+        q: usize,
+        group: Option<u64>,
+        name: Option<Rc<str>>,
+        insert: impl FnOnce(&mut TaskSlab<Remote>, Option<GroupId>) -> (R, TaskKey, GroupId),
+    ) -> Result<R, SpawnError> {
+        if self.shutdown.get() {
+            return Err(SpawnError::Shutdown);
+        }
+        if self.any_quarantine.get() {
+            self.refuse_quarantined(q)?;
+        }
+        let group = group.map(|key| self.groups.borrow_mut().join(key));
+        let (spawned, id, group) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let (spawned, id, group) = insert(&mut tasks, group);
+            if let Some(name) = name {
+                tasks.set_name(id, name);
+            }
+            if self.cfg.latency {
+                tasks.set_ready(id, self.now_ns());
+            }
+            (spawned, id, group)
+        };
+        let activated = {
+            let mut qs = self.queues.borrow_mut();
+            qs.list[q].counters.spawned += 1;
+            self.push_to(&mut qs, q, id, group)
+        };
+        if activated {
+            self.on_activation();
+        }
+        Ok(spawned)
+    }
+
+    /// Why queue `q` is quarantined, if it is.
+    pub(crate) fn quarantine_of(&self, q: usize) -> Option<Quarantine> {
+        if !self.any_quarantine.get() {
+            return None;
+        }
+        self.queues.borrow().quarantine_of(q)
+    }
+
+    /// The refusal of a local spawn onto queue `q`, if it is quarantined.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn refuse_quarantined(&self, q: usize) -> Result<(), SpawnError> {
+        match self.quarantine_of(q) {
+            Some(why) => Err(SpawnError::Quarantined(why)),
+            None => Ok(()),
         }
     }
 
@@ -290,8 +357,9 @@ impl Core {
         }
         if let Some(c) = running {
             // The running queue's slice left, in real time, changed.
-            self.reset_countdown(c);
-            self.update_stop();
+            let qs = self.queues.borrow();
+            self.run.reset_countdown(&qs, c, &self.cfg);
+            self.run.update_stop(&qs, &self.cfg);
         }
         Ok(())
     }
@@ -302,10 +370,10 @@ impl Core {
             .map(|i| queue_stats(&qs, i, self.held(i), &self.intake))
             .collect();
         ExecutorStats {
-            polls: self.counters.polls.get(),
-            runs: self.counters.runs.get(),
-            turns: self.counters.turns.get(),
-            parks: self.counters.parks.get(),
+            polls: self.run.counters.polls.get(),
+            runs: self.run.counters.runs.get(),
+            turns: self.run.counters.turns.get(),
+            parks: self.run.counters.parks.get(),
             caught_panics: self.panics.caught(),
             scheduler_violations: self.panics.violations(),
             live_tasks: self.tasks.borrow().len(),
@@ -359,7 +427,7 @@ impl Core {
         for w in wakers {
             self.drop_quietly(w);
         }
-        let report = self.stall_report.borrow_mut().take();
+        let report = self.observer.take_report();
         self.drop_quietly(report);
         self.drain_tasks(&mut dropped);
         self.panics.discard();
@@ -439,6 +507,18 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, intake: &Intake) -> QueueStat
         wake_latency: st.counters.wake_latency.clone(),
         quarantine: st.quarantine.as_deref().cloned(),
     }
+}
+
+/// A task to spawn: the queue it goes to (an index), its keyed group (a
+/// group of its own if `None`), its name (for stall reports) and its
+/// future. Every local spawn describes its task so and hands it to
+/// [`Core::spawn_task`] (`task_builder::spawn_local`).
+#[must_use = "a `Spawn` spawns nothing until `Core::spawn_task` takes it"]
+pub(crate) struct Spawn<F> {
+    pub(crate) queue: usize,
+    pub(crate) group: Option<u64>,
+    pub(crate) name: Option<Rc<str>>,
+    pub(crate) future: F,
 }
 
 /// The executor as remote work sees it (`remote/target.rs`).

@@ -26,8 +26,9 @@ use std::thread::{self, Thread};
 use pin_project_lite::pin_project;
 
 use super::context;
-use super::core::{bump, Core};
+use super::core::Core;
 use super::run_loop::Turn;
+use super::run_state::bump;
 use crate::boundary::drop_payload;
 use crate::remote::inbox::HostToken;
 use crate::remote::op::Remote;
@@ -188,7 +189,7 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
         let turn = core.run_turn(follows);
         follows = turn == Turn::Busy;
         if turn == Turn::Idle {
-            core.wake_if_drained();
+            wake_if_drained(core);
         }
         if turn == Turn::Idle
             && !core.attention.get()
@@ -197,7 +198,7 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
             // Nothing runnable: sleep until a wake (0% CPU). A wake that
             // raced with the checks above left an unpark token, so `park`
             // returns at once.
-            bump(&core.counters.parks);
+            bump(&core.run.counters.parks);
             thread::park();
         }
     }
@@ -250,12 +251,12 @@ fn spin_for_wake(main_woken: &AtomicBool, remote: &Remote) -> bool {
 /// Runs turns until no task is runnable; returns the number of polls.
 pub(crate) fn run_until_stalled(core: &Rc<Core>) -> u64 {
     let _guard = DriveGuard::new(core, false, "run_until_stalled");
-    let before = core.counters.polls.get();
+    let before = core.run.counters.polls.get();
     let mut follows = false;
     while core.run_turn(follows) == Turn::Busy {
         follows = true;
     }
-    core.counters.polls.get() - before
+    core.run.counters.polls.get() - before
 }
 
 pin_project! {
@@ -309,7 +310,7 @@ impl<F: Future> Future for RunUntil<'_, F> {
             // More to do after the host's turn (its I/O and timers).
             cx.waker().wake_by_ref();
         } else {
-            core.wake_if_drained();
+            wake_if_drained(core);
         }
         Poll::Pending
     }
@@ -353,22 +354,20 @@ impl std::fmt::Debug for Drained<'_> {
     }
 }
 
-impl Core {
-    /// Wakes the waiting [`Drained`] futures if no task is alive (called by
-    /// the drivers when a turn found nothing runnable).
-    fn wake_if_drained(&self) {
-        let wakers = match self.drained_wakers.try_borrow_mut() {
-            Ok(mut wakers) if !wakers.is_empty() => {
-                if self.tasks.try_borrow().map_or(true, |t| t.len() > 0) || !self.intake.is_idle() {
-                    return;
-                }
-                std::mem::take(&mut *wakers)
+/// Wakes the waiting [`Drained`] futures if no task is alive (called by
+/// the drivers when a turn found nothing runnable).
+fn wake_if_drained(core: &Core) {
+    let wakers = match core.drained_wakers.try_borrow_mut() {
+        Ok(mut wakers) if !wakers.is_empty() => {
+            if core.tasks.try_borrow().map_or(true, |t| t.len() > 0) || !core.intake.is_idle() {
+                return;
             }
-            _ => return,
-        };
-        for w in wakers {
-            // The host's or `block_on`'s waker: user code.
-            self.panics.check(crate::boundary::call(|| w.wake()));
+            std::mem::take(&mut *wakers)
         }
+        _ => return,
+    };
+    for w in wakers {
+        // The host's or `block_on`'s waker: user code.
+        core.panics.check(crate::boundary::call(|| w.wake()));
     }
 }

@@ -8,23 +8,35 @@
 //! configuration (`crate::config`) and the statistics. Above it: the
 //! builder, which assembles a `Core`, and the crate's re-exports.
 //!
-//! Its files, from the bottom up; each imports only from files before it
-//! in this list (`tests/layers.rs` checks that no two import each other in
-//! a circle):
-//! * data: `queues` (each queue's scheduler and counters, and the EEVDF
-//!   table of `crate::eevdf`), `run_state` (the run loop's `Cell`s);
-//! * `core`: `Core`, the state shared by the handles, and its operations
-//!   other than the run loop and spawning (wake, abort, shares, stats,
-//!   shutdown), and its side of remote work (`impl remote::Target`);
-//! * `impl Core` in files of their own, each importing `Core` (never the
-//!   reverse): `batch` (the ids a run holds), `accounting` (clock
-//!   checkpoints), `placement` (poll-boundary work, preemption),
-//!   `observe` (stall detector, histograms, spans), `run_loop` (turns,
-//!   runs, the poll), `quarantine` (a queue whose custom scheduler keeps
-//!   panicking) and `spawning` (the one spawn path);
+//! Each piece of state has one owner, and its methods live beside it
+//! (`tests/layers.rs` checks that no two files import each other in a
+//! circle):
+//! * `queues`: the queues and their EEVDF entities (`Queues`: each queue's
+//!   scheduler and counters, the EEVDF table of `crate::eevdf`, a queue's
+//!   quarantine); `placement`: how a queue that became runnable is placed
+//!   and when it preempts (`Queues::place_activations`);
+//! * `run_state`: the local run state (`RunState`: the run in progress,
+//!   the checkpoints, the turn's budget, why the run ends, the counts);
+//!   `accounting`: its clock accounting (`RunState::checkpoint`);
+//!   `batch`: the ids a run holds (`HeldIds`, `Held`);
+//! * `observe`: the observer of polls (`Observer`: histograms, the stall
+//!   detector, `tracing` spans);
+//! * `core`: `Core`, the state the handles share (the task storage, the
+//!   queues, the run state, the intake of remote work, the clock and the
+//!   configuration) and what the handles ask of it (spawn, wake, abort,
+//!   shares, stats, shutdown; `impl remote::Target`); `run_loop`: its
+//!   other half, the turn (the pick, boundary work, quarantines,
+//!   `should_yield`); `run`: one run of one queue (`Run`: what happens at
+//!   a poll);
 //! * `drive`: `block_on`, `run_until`, `run_until_stalled`;
 //! * the handles: `task_builder`, `queue_handle`, and this file
 //!   (`Executor`, `Spawner`, the free `spawn`).
+//!
+//! Where to change what: how a queue is picked, `crate::eevdf`
+//! (`Eevdf::pick`) and `placement.rs`; how a remote spawn enters,
+//! `crate::remote` (`intake.rs`, `backlog.rs`, `admission.rs`); what
+//! happens at a poll, `run.rs` (and the task core's
+//! `task::harness::poll_task`).
 //!
 //! `wake` (the executor's implementation of the task core's `Schedule`
 //! sink: where wakes and aborts go) and `context` (the thread-local current
@@ -43,12 +55,11 @@ pub(crate) mod core;
 pub(crate) mod drive;
 pub(crate) mod observe;
 pub(crate) mod placement;
-pub(crate) mod quarantine;
 pub(crate) mod queue_handle;
 pub(crate) mod queues;
+pub(crate) mod run;
 pub(crate) mod run_loop;
 pub(crate) mod run_state;
-pub(crate) mod spawning;
 pub(crate) mod task_builder;
 pub(crate) mod wake;
 
@@ -119,74 +130,6 @@ impl<K: QueueKey> Executor<K> {
         Self {
             spawner: Spawner { core, keys },
         }
-    }
-
-    /// Spawns `future` onto the queue `key`. Works before the executor runs,
-    /// while it runs (from its tasks), and between runs.
-    pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawner.spawn(key, future)
-    }
-
-    /// Spawns `future` onto the queue `key` in the group `group`: a user key
-    /// such as a connection, tenant or request id. The tasks of a group share
-    /// one account of attained service, which schedulers such as
-    /// [`Las`](crate::sched::Las) order by (a task spawned with [`spawn`](Self::spawn)
-    /// is a group of its own). The group exists while it has live tasks.
-    ///
-    /// ```
-    /// use tourbillon::sched::Las;
-    /// use tourbillon::{Builder, QueueSpec};
-    ///
-    /// let ex = Builder::new()
-    ///     .queue_with("requests", QueueSpec::new(1).scheduler(Las::new()))
-    ///     .build()
-    ///     .unwrap();
-    /// let connection = 17;
-    /// let a = ex.spawn_in_group("requests", connection, async { 1 }).unwrap();
-    /// let b = ex.spawn_in_group("requests", connection, async { 2 }).unwrap();
-    /// ex.block_on(async { assert_eq!(a.await.unwrap() + b.await.unwrap(), 3) });
-    /// ```
-    pub fn spawn_in_group<F>(
-        &self,
-        key: K,
-        group: u64,
-        future: F,
-    ) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        self.spawner.spawn_in_group(key, group, future)
-    }
-
-    /// Changes the shares (weight) of the queue `key` at run time, from
-    /// inside a task or from outside. The queue keeps what it is owed or
-    /// owes (its lag) and its relative deadline, scaled to the new weight
-    /// (EEVDF's reweight, as Linux's `reweight_entity`): CPU time splits by
-    /// the new weights from this instant on, with no burst and no loss.
-    ///
-    /// ```
-    /// use tourbillon::error::SharesError;
-    /// use tourbillon::Builder;
-    ///
-    /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
-    /// ex.set_shares("bg", 4).unwrap();
-    /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
-    /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
-    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue(_))));
-    /// ```
-    pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
-        self.spawner.set_shares(key, shares)
-    }
-
-    /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
-    /// group (an unknown key is reported by its `spawn`).
-    pub fn task(&self, key: K) -> TaskBuilder<'_> {
-        self.spawner.task(key)
     }
 
     /// A `Send + Sync` handle that spawns `Send` futures onto this
@@ -373,6 +316,17 @@ impl<K: QueueKey> Executor<K> {
     }
 }
 
+/// An executor spawns as its [`Spawner`] does: `ex.spawn(key, fut)`,
+/// `ex.spawn_in_group(..)`, `ex.task(key)` and `ex.set_shares(..)` are the
+/// [`Spawner`]'s methods.
+impl<K: QueueKey> std::ops::Deref for Executor<K> {
+    type Target = Spawner<K>;
+
+    fn deref(&self) -> &Spawner<K> {
+        &self.spawner
+    }
+}
+
 impl<K: QueueKey> Drop for Executor<K> {
     fn drop(&mut self) {
         self.spawner.core.shutdown();
@@ -410,7 +364,8 @@ impl<K: QueueKey> Spawner<K> {
         self.keys.get(&key).ok_or_else(|| UnknownQueue::new(&key))
     }
 
-    /// Spawns `future` onto the queue `key`.
+    /// Spawns `future` onto the queue `key`. Works before the executor runs,
+    /// while it runs (from its tasks), and between runs.
     pub fn spawn<F>(&self, key: K, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + 'static,
@@ -420,20 +375,51 @@ impl<K: QueueKey> Spawner<K> {
     }
 
     /// A [`TaskBuilder`] to spawn onto the queue `key` with a name or a
-    /// group.
+    /// group (an unknown key is reported by its `spawn`).
     pub fn task(&self, key: K) -> TaskBuilder<'_> {
         TaskBuilder::new(&self.core, self.index(key))
     }
 
-    /// Changes the shares of the queue `key` (see
-    /// [`Executor::set_shares`]).
+    /// Changes the shares (weight) of the queue `key` at run time, from
+    /// inside a task or from outside. The queue keeps what it is owed or
+    /// owes (its lag) and its relative deadline, scaled to the new weight
+    /// (EEVDF's reweight, as Linux's `reweight_entity`): CPU time splits by
+    /// the new weights from this instant on, with no burst and no loss.
+    ///
+    /// ```
+    /// use tourbillon::error::SharesError;
+    /// use tourbillon::Builder;
+    ///
+    /// let ex = Builder::new().queue("fg", 8).queue("bg", 1).build().unwrap();
+    /// ex.set_shares("bg", 4).unwrap();
+    /// assert_eq!(ex.queue_stats("bg").unwrap().shares, 4);
+    /// assert!(matches!(ex.set_shares("bg", 0), Err(SharesError::ZeroShares { .. })));
+    /// assert!(matches!(ex.set_shares("nope", 1), Err(SharesError::UnknownQueue(_))));
+    /// ```
     pub fn set_shares(&self, key: K, shares: u32) -> Result<(), SharesError> {
         let q = self.index(key)?;
         self.core.set_shares(q, shares)
     }
 
-    /// Spawns `future` onto the queue `key` in the group `group` (see
-    /// [`Executor::spawn_in_group`]).
+    /// Spawns `future` onto the queue `key` in the group `group`: a user key
+    /// such as a connection, tenant or request id. The tasks of a group share
+    /// one account of attained service, which schedulers such as
+    /// [`Las`](crate::sched::Las) order by (a task spawned with [`spawn`](Self::spawn)
+    /// is a group of its own). The group exists while it has live tasks.
+    ///
+    /// ```
+    /// use tourbillon::sched::Las;
+    /// use tourbillon::{Builder, QueueSpec};
+    ///
+    /// let ex = Builder::new()
+    ///     .queue_with("requests", QueueSpec::new(1).scheduler(Las::new()))
+    ///     .build()
+    ///     .unwrap();
+    /// let connection = 17;
+    /// let a = ex.spawn_in_group("requests", connection, async { 1 }).unwrap();
+    /// let b = ex.spawn_in_group("requests", connection, async { 2 }).unwrap();
+    /// ex.block_on(async { assert_eq!(a.await.unwrap() + b.await.unwrap(), 3) });
+    /// ```
     pub fn spawn_in_group<F>(
         &self,
         key: K,

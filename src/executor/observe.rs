@@ -1,19 +1,38 @@
 #![forbid(unsafe_code)]
-//! Observation of the run: what the stall detector and the latency
-//! histograms read around a poll ([`Observed`], out of line: only runs with
-//! per-poll timing come here), the stall report, and the `tracing` spans of
+//! Observation of the run: the [`Observer`] (what the stall detector and
+//! the latency histograms read around a poll, [`Observed`]: only runs with
+//! per-poll timing come here; the stall report), and the `tracing` spans of
 //! runs and polls (`Traced`, with the `tracing` feature). It observes and
 //! counts; it decides nothing about the run.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::core::Core;
-use crate::boundary;
-use crate::stats::Stall;
+use super::queues::Queues;
+use crate::boundary::{self, PanicSink};
+use crate::config::Config;
+use crate::remote::op::Remote;
+use crate::stats::{Stall, StallReport};
 use crate::task::id::{TaskId, TaskKey};
+use crate::task::slab::TaskSlab;
 
-/// What [`Core::observe_before`] read before a poll: the task's
+/// The observer of an executor's polls: what it watches for (the latency
+/// histograms, the stall threshold) and whom it tells of a stall (the
+/// stall detector's callback).
+pub(crate) struct Observer {
+    /// Wake-to-first-poll histograms are recorded.
+    latency: bool,
+    /// The stall threshold (`u64::MAX`: no stall detector).
+    stall_ns: u64,
+    /// The stall detector's callback, if any; dropped at shutdown
+    /// ([`take_report`](Self::take_report)), so that a callback that holds
+    /// a [`Spawner`](crate::Spawner) (and so the executor's core) cannot
+    /// keep the executor alive.
+    report: RefCell<Option<StallReport>>,
+}
+
+/// What [`Observer::before`] read before a poll: the task's
 /// wake-to-first-poll delay, and its id and name (for a stall report: a
 /// task that completes in the poll loses its slot).
 pub(crate) struct Observed {
@@ -52,12 +71,30 @@ impl Drop for Traced<'_> {
     }
 }
 
-impl Core {
+impl Observer {
+    /// The observer `cfg` asks for, telling `report` of stalls.
+    pub(crate) fn new(cfg: &Config, report: Option<StallReport>) -> Self {
+        Self {
+            latency: cfg.latency,
+            stall_ns: cfg.stall_ns,
+            report: RefCell::new(report),
+        }
+    }
+
+    /// Takes the stall callback out (shutdown).
+    pub(crate) fn take_report(&self) -> Option<StallReport> {
+        self.report.borrow_mut().take()
+    }
+
     /// The `tracing` span of a run of queue `q`.
     #[cfg(feature = "tracing")]
-    pub(super) fn run_span(&self, q: usize) -> Traced<'_> {
-        let name = self.queues.borrow().list[q].name.clone();
-        Traced::enter(&self.panics, || {
+    pub(super) fn run_span<'a>(
+        queues: &RefCell<Queues>,
+        panics: &'a PanicSink,
+        q: usize,
+    ) -> Traced<'a> {
+        let name = queues.borrow().list[q].name.clone();
+        Traced::enter(panics, || {
             tracing::debug_span!("run", queue = %name, index = q).entered()
         })
     }
@@ -66,9 +103,14 @@ impl Core {
     /// whose `task` field is the task's id (none for a stale key: nothing
     /// is polled).
     #[cfg(feature = "tracing")]
-    pub(super) fn poll_span(&self, q: usize, id: TaskKey) -> Traced<'_> {
-        let task = self.tasks.borrow().get(id).map(|e| e.task_id());
-        Traced::enter(&self.panics, || match task {
+    pub(super) fn poll_span<'a>(
+        tasks: &RefCell<TaskSlab<Remote>>,
+        panics: &'a PanicSink,
+        q: usize,
+        id: TaskKey,
+    ) -> Traced<'a> {
+        let task = tasks.borrow().get(id).map(|e| e.task_id());
+        Traced::enter(panics, || match task {
             Some(task) => tracing::trace_span!("poll", queue = q, task = %task).entered(),
             None => tracing::trace_span!("poll", queue = q).entered(),
         })
@@ -79,22 +121,21 @@ impl Core {
     /// the task became runnable, and its id and name. Whether `id` is live is not
     /// checked: the poll says so, and the result of a stale id is dropped.
     #[inline(always)]
-    pub(super) fn observe_before(&self, id: TaskKey, start_ns: u64) -> Observed {
-        let tasks = self.tasks.borrow();
+    pub(super) fn before(&self, tasks: &TaskSlab<Remote>, id: TaskKey, start_ns: u64) -> Observed {
         Observed {
-            latency_ns: if self.cfg.latency {
+            latency_ns: if self.latency {
                 tasks
                     .slot_ready_ns(id)
                     .map(|ready| start_ns.saturating_sub(ready))
             } else {
                 None
             },
-            task: if self.cfg.stall_ns != u64::MAX {
+            task: if self.stall_ns != u64::MAX {
                 tasks.get(id).map(|e| e.task_id())
             } else {
                 None
             },
-            name: if self.cfg.stall_ns != u64::MAX {
+            name: if self.stall_ns != u64::MAX {
                 tasks.slot_name(id)
             } else {
                 None
@@ -106,9 +147,13 @@ impl Core {
     /// and took `elapsed_ns`: records its wake-to-first-poll delay, stamps
     /// a task runnable again (`again`: yielded, or woken during the poll)
     /// as ready from the end of the poll, and reports a stall.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn observe_after(
+    pub(super) fn after(
         &self,
+        queues: &RefCell<Queues>,
+        tasks: &RefCell<TaskSlab<Remote>>,
+        panics: &PanicSink,
         q: usize,
         id: TaskKey,
         before: Observed,
@@ -117,19 +162,19 @@ impl Core {
         elapsed_ns: u64,
     ) {
         if let Some(latency) = before.latency_ns {
-            self.queues.borrow_mut().list[q]
+            queues.borrow_mut().list[q]
                 .counters
                 .wake_latency
                 .record_ns(latency);
             if again {
-                self.tasks
+                tasks
                     .borrow_mut()
                     .restamp_ready(id, start_ns.saturating_add(elapsed_ns));
             }
         }
-        if elapsed_ns >= self.cfg.stall_ns {
+        if elapsed_ns >= self.stall_ns {
             if let Some(task) = before.task {
-                self.report_stall(q, task, before.name, elapsed_ns);
+                self.report_stall(queues, panics, q, task, before.name, elapsed_ns);
             }
         }
     }
@@ -138,15 +183,23 @@ impl Core {
     /// callback (no borrow held; a panic of the callback is discarded).
     #[cold]
     #[inline(never)]
-    fn report_stall(&self, q: usize, id: TaskId, name: Option<Rc<str>>, ns: u64) {
+    fn report_stall(
+        &self,
+        queues: &RefCell<Queues>,
+        panics: &PanicSink,
+        q: usize,
+        id: TaskId,
+        name: Option<Rc<str>>,
+        ns: u64,
+    ) {
         let queue = {
-            let mut qs = self.queues.borrow_mut();
+            let mut qs = queues.borrow_mut();
             qs.list[q].counters.stalls += 1;
             qs.list[q].name.clone()
         };
         // A clone of the callback, called with no borrow held: it may drop
         // the executor, which drops the callback.
-        let report = self.stall_report.borrow().clone();
+        let report = self.report.borrow().clone();
         if let Some(report) = report {
             let stall = Stall {
                 queue,
@@ -155,7 +208,7 @@ impl Core {
                 name: name.map(|n| n.to_string()),
                 duration: Duration::from_nanos(ns),
             };
-            self.panics.check(boundary::call(|| report(&stall)));
+            panics.check(boundary::call(|| report(&stall)));
         }
     }
 }

@@ -33,7 +33,7 @@ impl QueueHandle {
     }
 
     /// Spawns `future` onto this queue in the group `group` (see
-    /// [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
+    /// [`Spawner::spawn_in_group`](crate::Spawner::spawn_in_group)).
     pub fn spawn_in_group<F>(
         &self,
         group: u64,
@@ -52,7 +52,7 @@ impl QueueHandle {
     }
 
     /// Changes this queue's shares (see
-    /// [`Executor::set_shares`](crate::Executor::set_shares)).
+    /// [`Spawner::set_shares`](crate::Spawner::set_shares)).
     pub fn set_shares(&self, shares: u32) -> Result<(), SharesError> {
         self.core.set_shares(self.index, shares)
     }

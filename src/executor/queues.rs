@@ -30,7 +30,7 @@ pub(crate) struct QueueState {
     pub(crate) activation_pending: bool,
     /// [`QueueSpec::latency`], ns.
     pub(crate) latency_ns: Option<u64>,
-    /// Why the queue is quarantined, once it is (`executor/quarantine.rs`).
+    /// Why the queue is quarantined, once it is (`Core::settle_quarantines`, `executor/run_loop.rs`).
     /// Boxed: one word in the state the run loop indexes.
     pub(crate) quarantine: Option<Box<Quarantine>>,
 }
@@ -146,5 +146,26 @@ impl Queues {
                 st.sched.group_ended(group);
             }
         }
+    }
+}
+
+/// A queue's quarantine (a custom scheduler that keeps panicking,
+/// `sched/guarded.rs`; settled by the run loop at the end of a turn).
+impl Queues {
+    /// Why queue `q` is quarantined, if it is.
+    pub(crate) fn quarantine_of(&self, q: usize) -> Option<Quarantine> {
+        self.list[q].quarantine.as_deref().cloned()
+    }
+
+    /// Marks queue `q` quarantined and takes it out of the EEVDF runnable
+    /// set: it is never placed again (its scheduler is empty for good).
+    /// Returns whether the queue had a latency requirement (the host
+    /// interval may change).
+    pub(crate) fn quarantine(&mut self, q: usize, why: Quarantine) -> bool {
+        self.list[q].quarantine = Some(Box::new(why));
+        if self.eevdf.ents[q].runnable {
+            self.eevdf.depart(q);
+        }
+        self.list[q].latency_ns.is_some()
     }
 }

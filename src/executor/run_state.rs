@@ -1,9 +1,10 @@
 #![forbid(unsafe_code)]
 //! [`RunState`]: what the run loop keeps between polls (the run in
 //! progress, the clock checkpoints, the turn's budget, why the run ends,
-//! the ids it holds), in plain `Cell`s grouped by concern. Data only: the
-//! run loop (`run_loop`, `accounting`, `placement`, `batch`) reads and
-//! writes it; this file imports nothing of the executor.
+//! the ids it holds, its counts), in plain `Cell`s grouped by concern. Its
+//! clock accounting (charges, countdown, stop flag) is `accounting.rs`'s
+//! `impl RunState`; the run loop (`run_loop`, `placement`, `batch`) reads
+//! and writes the rest.
 //!
 //! Plain `Cell`s rather than fields behind a borrow: they are read and
 //! written on every poll, and by `should_yield` from inside a poll.
@@ -35,6 +36,23 @@ pub(crate) struct RunState {
     ///
     /// [`RawTask::poll`]: crate::task::raw::RawTask::poll
     pub(crate) second_site: Cell<bool>,
+    /// What the run loop counts (polls, runs, turns, parks).
+    pub(crate) counters: ExecCounters,
+}
+
+/// The executor's counts of polls, runs, turns and parks
+/// (`ExecutorStats`).
+#[derive(Debug, Default)]
+pub(crate) struct ExecCounters {
+    pub(crate) polls: Cell<u64>,
+    pub(crate) runs: Cell<u64>,
+    pub(crate) turns: Cell<u64>,
+    pub(crate) parks: Cell<u64>,
+}
+
+/// Adds one to a counter.
+pub(crate) fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
 }
 
 /// Which queue runs, since when, and which queue ran last.
@@ -82,7 +100,7 @@ pub(crate) struct TurnBudget {
 #[derive(Debug, Default)]
 pub(crate) struct RunEnd {
     /// The run ends at this poll boundary: the one flag the run loop reads
-    /// per poll, recomputed (`Core::update_stop`) wherever one of the
+    /// per poll, recomputed (`RunState::update_stop`) wherever one of the
     /// causes below, or the turn's budget, changes (checkpoint, placement,
     /// `should_yield`).
     pub(crate) stop: Cell<bool>,
@@ -133,7 +151,7 @@ pub(crate) struct HeldIds {
     pub(crate) tail: Tail,
     /// The running queue is a `RunnableFifo` whose deque the run left
     /// empty, and nothing was pushed to any queue since
-    /// ([`Core::push_to`](super::core::Core::push_to) and every other push
+    /// (`Core::push_to` and every other push
     /// clear it): a lone requeued task is the next batch without a borrow
     /// of the queues (one task yielding in a loop takes that path at every
     /// poll).
@@ -142,8 +160,11 @@ pub(crate) struct HeldIds {
     /// a task of the running `RunnableFifo` queue woken while the run holds
     /// every queued task of it (no requeued task, an empty deque) joins
     /// the batch at its end, which is its place in FIFO order
-    /// ([`Core::join_batch`](super::core::Core::join_batch)).
+    /// ([`HeldIds::join_batch`]).
     pub(crate) open: Cell<bool>,
+    /// The running queue, whose ids these are (set by `Held::new`; valid
+    /// while `open`, and while the tail holds ids).
+    pub(crate) queue: Cell<usize>,
 }
 
 /// How many ids a run takes from a `RunnableFifo` per borrow of the queues:
@@ -167,7 +188,7 @@ impl Default for Batch {
 /// pushed one by one (which costs a borrow of the queues, a dispatch and a
 /// deque push per poll). They belong behind every task already queued, in
 /// order, so they are pushed to the deque before anything else is pushed
-/// to a queue (`Core::flush_tail`), before the run takes its next batch,
+/// to a queue (`HeldIds::flush_tail`), before the run takes its next batch,
 /// and when the run ends or unwinds (`Held`). They are tasks of the
 /// running queue (the run pushes them before it ends), so the queue is not
 /// stored.

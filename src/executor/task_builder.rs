@@ -14,13 +14,13 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::core::Core;
-use super::spawning::Spawn;
+use super::core::Spawn;
 use crate::error::{SpawnError, UnknownQueue};
 use crate::task::join::JoinHandle;
 
 /// Spawns one task with options: a name (shown in stall reports) and a
-/// group (see [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
-/// Get one from [`Executor::task`](crate::Executor::task),
+/// group (see [`Spawner::spawn_in_group`](crate::Spawner::spawn_in_group)).
+/// Get one from [`Spawner::task`](crate::Spawner::task),
 /// [`Spawner::task`](crate::Spawner::task) or
 /// [`QueueHandle::task`](crate::QueueHandle::task).
 ///

@@ -537,7 +537,7 @@ where
     }
 
     /// Changes the shares of queue `key` on core `core` (see
-    /// [`Executor::set_shares`](crate::Executor::set_shares)); applied on
+    /// [`Spawner::set_shares`](crate::Spawner::set_shares)); applied on
     /// the core at its next poll boundary.
     ///
     /// # Errors

@@ -46,7 +46,7 @@ impl PoolStats {
     /// whether it is runnable on any core. The fields that have no sum:
     ///
     /// * `shares`: the cores' shares when they all agree, otherwise 0 (a
-    ///   value no queue has: [`Executor::set_shares`](crate::Executor::set_shares)
+    ///   value no queue has: [`Spawner::set_shares`](crate::Spawner::set_shares)
     ///   refuses it);
     /// * `scheduler`: the cores' scheduler kind when they all agree,
     ///   otherwise `"mixed"`;

@@ -141,7 +141,7 @@ impl<K: QueueKey> BoundedRemoteSpawner<K> {
     }
 
     /// [`spawn`](Self::spawn) in the group `group` (see
-    /// [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
+    /// [`Spawner::spawn_in_group`](crate::Spawner::spawn_in_group)).
     pub fn spawn_in_group<F>(&self, key: K, group: u64, future: F) -> SpawnWait<'_, F>
     where
         F: Future + Send + 'static,

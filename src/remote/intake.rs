@@ -120,8 +120,8 @@ impl Intake {
         self.backlog.waiting_in(q)
     }
 
-    /// Whether remote work waits: ops or wakes in the inbox, or spawns in
-    /// the backlog.
+    /// Whether no remote work waits: no op or wake in the inbox, no spawn
+    /// in the backlog.
     pub(crate) fn is_idle(&self) -> bool {
         !self.inbox.has_pending() && self.backlog.waiting() == 0
     }

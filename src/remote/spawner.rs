@@ -260,7 +260,7 @@ impl<K: QueueKey> RemoteSpawner<K> {
     }
 
     /// Spawns `future` onto the queue `key` in the group `group` (see
-    /// [`Executor::spawn_in_group`](crate::Executor::spawn_in_group)).
+    /// [`Spawner::spawn_in_group`](crate::Spawner::spawn_in_group)).
     pub fn spawn_in_group<F>(
         &self,
         key: K,

@@ -48,7 +48,7 @@ pub(crate) trait Target<S: Schedule>: Window {
     /// The executor's window, for what outlives a boundary (a remote
     /// task's admission ticket).
     fn window(&self) -> Weak<dyn Window>;
-    /// `Executor::set_shares` (the pool's control).
+    /// `Spawner::set_shares` (the pool's control).
     fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError>;
     /// `Executor::stats` (the pool's control).
     fn stats(&self) -> ExecutorStats;

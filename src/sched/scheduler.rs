@@ -36,7 +36,7 @@ use crate::task::id::{GroupId, TaskKey};
 /// * [`group_ended`](Scheduler::group_ended) is called once, when the last
 ///   task of a group has ended (by finishing, abort or shutdown): for a
 ///   task's own group on its queue's scheduler, for a keyed group (see
-///   [`spawn_in_group`](crate::Executor::spawn_in_group)) on every queue's
+///   [`spawn_in_group`](crate::Spawner::spawn_in_group)) on every queue's
 ///   scheduler. After that the same [`GroupId`] may name a new group.
 /// * All calls happen on the executor's thread, never re-entrantly.
 ///

@@ -134,7 +134,7 @@ impl fmt::Display for TaskKey {
 /// Identifies the group a task belongs to, as seen by a [`Scheduler`](crate::sched::Scheduler).
 ///
 /// A task spawned without a group is a group of its own (a *task group*); a
-/// task spawned with [`spawn_in_group`](crate::Executor::spawn_in_group)
+/// task spawned with [`spawn_in_group`](crate::Spawner::spawn_in_group)
 /// belongs to the *keyed group* of that key, created on its first task and
 /// ended with its last. Ids are dense: [`GroupId::index`] is a small integer,
 /// unique among the live groups of the same kind, so a scheduler may keep

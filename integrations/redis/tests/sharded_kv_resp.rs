@@ -14,7 +14,7 @@
 
 // The server's functions that only the example's main uses.
 #[allow(dead_code)]
-#[path = "../examples/sharded_kv/server/mod.rs"]
+#[path = "../../../examples/sharded_kv/server/mod.rs"]
 mod server;
 
 use std::io::{Read, Write};
