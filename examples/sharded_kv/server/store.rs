@@ -14,10 +14,10 @@
 //! Redis, `DBSIZE` counts the expired entries not yet found.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-use indexmap::IndexMap;
 
 /// The shard that owns `key` among `shards`: FNV-1a, the same on every
 /// thread and in every run.
@@ -127,12 +127,60 @@ impl Hasher for KeyHasher {
     }
 }
 
-/// One core's shard: a hash map whose entries are also in a vector
-/// (`IndexMap`), so that a background pass can walk them by position and
-/// resume where it left off after a yield.
+/// The entries of a shard in a vector, found by key through a hash map
+/// of positions, so that a background pass can walk them by position and
+/// resume where it left off after a yield. The key's bytes are allocated
+/// once and shared by the vector and the map.
+#[derive(Default)]
+struct Entries {
+    slots: Vec<(Rc<[u8]>, Entry)>,
+    position: HashMap<Rc<[u8]>, usize, BuildHasherDefault<KeyHasher>>,
+}
+
+impl Entries {
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let at = *self.position.get(key)?;
+        Some(&mut self.slots[at].1)
+    }
+
+    /// Adds `key`, which has no entry yet.
+    fn insert_new(&mut self, key: &[u8], entry: Entry) {
+        let key: Rc<[u8]> = Rc::from(key);
+        let previous = self.position.insert(Rc::clone(&key), self.slots.len());
+        debug_assert!(previous.is_none(), "insert_new of a present key");
+        self.slots.push((key, entry));
+    }
+
+    fn get_index(&self, at: usize) -> Option<(&[u8], &Entry)> {
+        self.slots.get(at).map(|(k, e)| (&k[..], e))
+    }
+
+    /// Removes the entry at `at` and moves the last entry into its place.
+    fn swap_remove_index(&mut self, at: usize) {
+        let (key, _) = self.slots.swap_remove(at);
+        self.position.remove(&key[..]);
+        if let Some((moved, _)) = self.slots.get(at) {
+            *self
+                .position
+                .get_mut(&moved[..])
+                .expect("every slot's key has a position") = at;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn clear(&mut self) {
+        self.slots.clear();
+        self.position.clear();
+    }
+}
+
+/// One core's shard.
 #[derive(Default)]
 pub struct Shard {
-    map: IndexMap<Vec<u8>, Entry, BuildHasherDefault<KeyHasher>>,
+    map: Entries,
     /// Entries with a value (not tombstones), expired ones not yet found
     /// included.
     live: u64,
@@ -206,7 +254,7 @@ impl Shard {
             }
             None => {
                 let value = Some(value.to_vec());
-                self.map.insert(key.to_vec(), Entry { value, expires });
+                self.map.insert_new(key, Entry { value, expires });
                 self.live += 1;
             }
         }
