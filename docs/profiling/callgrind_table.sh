@@ -140,7 +140,7 @@ for name, toggle, args, unit, units, desc, counts in rows:
 EOF
 
 echo
-echo "Per component, the headline (\`callgrind_components.py\` on the W1 and W1 with 0 yields profiles above):"
+echo "Per component, the headline (\`callgrind_components.py\` on the last run's W1 and W1 with 0 yields profiles):"
 echo
 python3 docs/profiling/callgrind_components.py "$out/w1.out" "$B" --tasks 150000 \
     --base "$out/w1y0.out"
