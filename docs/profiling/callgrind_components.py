@@ -232,10 +232,11 @@ def main():
         row += f" **{bt / args.tasks:.0f}** | **{(total - bt) / extra:.1f}** |"
     print(row)
     print()
-    print(f"total Ir {total:,} over {args.tasks:,} tasks")
+    print(f"Total Ir {total:,} over {args.tasks:,} tasks; of it, glibc's allocator:")
+    print()
     for (fn, k), ir in libc.most_common():
         if ir >= args.tasks:
-            print(f"  {fn} called from {k}: {ir:,} Ir ({ir / args.tasks:.0f} per task)")
+            print(f"* `{fn}` called from {k}: {ir:,} Ir ({ir / args.tasks:.0f} per task)")
     if args.lines:
         print()
         print("| Ir per task | line | component |")
