@@ -240,7 +240,11 @@ impl Timeline {
 /// Writes several timelines (a pool's cores: [`Pool::timelines`](crate::pool::Pool::timelines))
 /// into one Chrome trace-event JSON file, each executor a process, on one
 /// time axis (each timeline's clock aligned through the instant it was
-/// taken; microseconds from the first poll of any of them).
+/// taken; microseconds from the first poll of any of them). The slices of
+/// a row do not overlap, as the trace viewers require: a run whose first
+/// poll starts from a clock reading taken before the end of the row's
+/// previous poll (by the few nanoseconds between two readings) starts at
+/// that end instead.
 pub fn write_chrome_json(timelines: &[Timeline], out: &mut impl Write) -> io::Result<()> {
     let mut w = io::BufWriter::new(out);
     // Each timeline's offset from its clock to a common one: nanoseconds
@@ -294,6 +298,10 @@ pub fn write_chrome_json(timelines: &[Timeline], out: &mut impl Write) -> io::Re
             write!(w, "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{q}}}}}")?;
         }
         let at = |ns: u64| (ns as i128 + off - origin).max(0) as u64;
+        // Where each queue's row is free from: the slices of a row must
+        // not overlap (a run's first poll may start from a clock reading
+        // taken a little before the end of the row's previous poll).
+        let mut free = vec![0u64; t.queues.len()];
         let mut k = 0;
         while k < t.polls.len() {
             // The polls of one run: an enclosing `run` event first.
@@ -306,7 +314,8 @@ pub fn write_chrome_json(timelines: &[Timeline], out: &mut impl Write) -> io::Re
                 end += 1;
             }
             let last = &t.polls[end - 1];
-            let run_end = last.start_ns + last.duration_ns;
+            let run_start = at(run.start_ns).max(free[run.queue]);
+            let run_end = at(last.start_ns + last.duration_ns).max(run_start);
             sep.next(&mut w)?;
             w.write_all(b"{\"name\":")?;
             json_str(&mut w, &format!("run {}", t.queues[run.queue]))?;
@@ -315,9 +324,9 @@ pub fn write_chrome_json(timelines: &[Timeline], out: &mut impl Write) -> io::Re
                 ",\"cat\":\"run\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":",
                 run.queue + 1
             )?;
-            micros(&mut w, at(run.start_ns))?;
+            micros(&mut w, run_start)?;
             w.write_all(b",\"dur\":")?;
-            micros(&mut w, run_end.saturating_sub(run.start_ns))?;
+            micros(&mut w, run_end - run_start)?;
             write!(w, ",\"args\":{{\"run\":{}}}}}", run.run)?;
             for p in &t.polls[k..end] {
                 sep.next(&mut w)?;
@@ -331,9 +340,12 @@ pub fn write_chrome_json(timelines: &[Timeline], out: &mut impl Write) -> io::Re
                     ",\"cat\":\"poll\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":",
                     p.queue + 1
                 )?;
-                micros(&mut w, at(p.start_ns))?;
+                let start = at(p.start_ns).max(free[p.queue]);
+                let end = at(p.start_ns + p.duration_ns).max(start);
+                free[p.queue] = end;
+                micros(&mut w, start)?;
                 w.write_all(b",\"dur\":")?;
-                micros(&mut w, p.duration_ns)?;
+                micros(&mut w, end - start)?;
                 write!(w, ",\"args\":{{\"task\":{}", p.task)?;
                 if let Some(n) = &p.name {
                     w.write_all(b",\"name\":")?;
