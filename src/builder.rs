@@ -196,7 +196,7 @@ impl<K: QueueKey> Builder<K> {
     /// pool, set it in the builder each core's declaration returns
     /// ([`PoolBuilder::executor`](crate::pool::PoolBuilder::executor)) and
     /// take the cores' timelines with
-    /// [`Pool::timelines`](crate::pool::Pool::timelines).
+    /// [`Pool::timelines`](crate::pool::PoolHandle::timelines).
     ///
     /// Cost: one clock read per poll (shared with the
     /// [stall detector](Self::stall_detector) and the

@@ -2,7 +2,7 @@
 //! The timeline of polls: which queue and which task held the thread, and
 //! when ([`Timeline`], from
 //! [`Executor::take_timeline`](crate::Executor::take_timeline) or
-//! [`Pool::timelines`](crate::pool::Pool::timelines)), written as a Chrome
+//! [`Pool::timelines`](crate::pool::PoolHandle::timelines)), written as a Chrome
 //! trace-event JSON file that [Perfetto](https://ui.perfetto.dev) and
 //! `chrome://tracing` open ([`Timeline::write_chrome_json`],
 //! [`write_chrome_json`] for several executors), or read event by event
@@ -237,7 +237,7 @@ impl Timeline {
     }
 }
 
-/// Writes several timelines (a pool's cores: [`Pool::timelines`](crate::pool::Pool::timelines))
+/// Writes several timelines (a pool's cores: [`Pool::timelines`](crate::pool::PoolHandle::timelines))
 /// into one Chrome trace-event JSON file, each executor a process, on one
 /// time axis (each timeline's clock aligned through the instant it was
 /// taken; microseconds from the first poll of any of them). The slices of
