@@ -208,11 +208,12 @@ impl<K: QueueKey> Builder<K> {
     /// 5 yields on one `RunnableFifo` queue), `valgrind --tool=callgrind`
     /// counts 2,069 instructions per task with it against 1,326 without
     /// (`overhead_profile timeline 3` and `3 5 1 fresh`), and
-    /// `cargo bench --bench overhead` times the run 2.41x as long, 1.17x
-    /// the same run with a clock read per poll alone (15 rounds,
-    /// alternated, medians; 2-vCPU Xeon VM under a load average of 11,
-    /// 2026-11-29): the clock read is most of it. Polls that do real work
-    /// make the share smaller.
+    /// `cargo bench --bench overhead` times the run 2.32x and 2.41x as
+    /// long (two runs, 31 and 15 rounds, alternated, medians), 0.99x and
+    /// 1.17x the same run with a clock read per poll alone (2-vCPU Xeon
+    /// VM under a load average of 10 to 12 from other processes, which
+    /// spreads single rounds over a factor of 10; 2026-11-29): the clock
+    /// read is most of it. Polls that do real work make the share smaller.
     ///
     /// ```
     /// use tourbillon::Builder;
