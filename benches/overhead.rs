@@ -43,7 +43,12 @@
 //!   with a 1-hour `stall_detector` and nothing else, which reads the
 //!   clock once per poll and never reports: what per-poll timing costs at
 //!   the least, the part of each `Las` and of the observability that the
-//!   clock accounts for.
+//!   clock accounts for;
+//! * `tourbillon 1 queue, timeline`: one `RunnableFifo` queue with
+//!   `Builder::timeline` sized for every poll of the round (50,000 x 6
+//!   polls: a 12 MB buffer, allocated with the executor), nothing else:
+//!   what recording the timeline costs (a clock read per poll, the task's
+//!   id and name read before it, a 40-byte record after it).
 //!
 //! Prints median / min / max ms per round, ns per task, and the ratio of
 //! medians to tokio `LocalSet` (and of 4 and 8 queues to 1 queue, of each
@@ -182,10 +187,19 @@ enum Sched {
     /// nothing else: one clock read per poll and a comparison, the least
     /// that any per-poll timing costs.
     ClockPerPoll,
+    /// `RunnableFifo` with the timeline on, its buffer sized for every poll
+    /// of the round.
+    Timeline,
 }
 
 /// `queues` queues with shares 1, 2, ... and the scheduler `sched`.
 fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
+    build_for(queues, sched, 0)
+}
+
+/// [`build`] for a round of `tasks` tasks (the timeline's buffer holds
+/// every poll of it).
+fn build_for(queues: u8, sched: Sched, tasks: usize) -> tourbillon::Executor<u8> {
     let mut b = tourbillon::Builder::new();
     for q in 0..queues {
         let spec = tourbillon::QueueSpec::new(q as u32 + 1);
@@ -193,11 +207,14 @@ fn build(queues: u8, sched: Sched) -> tourbillon::Executor<u8> {
             Sched::Fifo => b.queue(q, q as u32 + 1),
             Sched::Las => b.queue_with(q, spec.scheduler(tourbillon::sched::Las::exact())),
             Sched::LasQuantized => b.queue_with(q, spec.scheduler(tourbillon::sched::Las::new())),
-            Sched::Observed | Sched::ClockPerPoll => b.queue(q, q as u32 + 1),
+            Sched::Observed | Sched::ClockPerPoll | Sched::Timeline => b.queue(q, q as u32 + 1),
         };
     }
     if let Sched::ClockPerPoll = sched {
         b = b.stall_detector(Duration::from_secs(3600), |s| eprintln!("stall: {s}"));
+    }
+    if let Sched::Timeline = sched {
+        b = b.timeline(tasks * (YIELDS + 1));
     }
     if let Sched::Observed = sched {
         b = b
@@ -213,7 +230,7 @@ fn tourbillon_standalone(queues: u8, tasks: usize) -> Duration {
 }
 
 fn tourbillon_las(sched: Sched, tasks: usize) -> Duration {
-    let ex = build(1, sched);
+    let ex = build_for(1, sched, tasks);
     ex.block_on(tourbillon_workload(&ex, 1, tasks))
 }
 
@@ -316,6 +333,12 @@ fn main() {
             samples: vec![],
             faults: vec![],
         },
+        Series {
+            name: "tourbillon 1 queue, timeline",
+            run: Box::new(|n| tourbillon_las(Sched::Timeline, n)),
+            samples: vec![],
+            faults: vec![],
+        },
     ];
     println!(
         "workload: {WARMUP} warm-up tasks, then {tasks} tasks x {YIELDS} yields (spawn all, await all); \
@@ -365,6 +388,7 @@ fn main() {
     let las = median(&series[7].samples);
     let observed = median(&series[8].samples);
     let clocked = median(&series[9].samples);
+    let timeline = median(&series[10].samples);
     println!();
     println!("4 queues / 1 queue (medians): {:.3}", four / one_queue);
     println!("8 queues / 1 queue (medians): {:.3}", eight / one_queue);
@@ -387,6 +411,11 @@ fn main() {
     println!(
         "a clock read per poll (stall detector of 1 h) / none (medians, 1 queue): {:.3}",
         clocked / one_queue
+    );
+    println!(
+        "timeline on / off (medians, 1 queue): {:.3}; on / a clock read per poll: {:.3}",
+        timeline / one_queue,
+        timeline / clocked
     );
     // The polls of a timed round: each task's first poll and one per
     // yield (the warm-up's polls are outside the timed part).

@@ -37,6 +37,12 @@
 //! detector" row), tasks yielding Y times (default 5), each round on a new
 //! executor (collect with `--toggle-collect=overhead_profile::workload`).
 //!
+//! `timeline R Y` runs the headline workload R times (default 1) on one
+//! `RunnableFifo` queue with `Builder::timeline` sized for every poll of a
+//! round and nothing else (as `benches/overhead.rs`'s "timeline" row),
+//! tasks yielding Y times (default 5), each round on a new executor
+//! (collect with `--toggle-collect=overhead_profile::workload`).
+//!
 //! `nested R N` runs the headline workload nested in tokio: R rounds
 //! (default 1) of `N` tasks (default 50,000), each on a new executor in a
 //! new `current_thread` runtime, `rt.block_on(ex.run_until(..))` (collect
@@ -321,6 +327,21 @@ fn main() {
                 .build()
                 .unwrap();
             workload(&ex, yields, TASKS);
+        }
+        return;
+    }
+    if nth(1) == Some("timeline") {
+        // The headline with the timeline on, a new executor per round.
+        let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
+        let yields: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(5);
+        for _ in 0..rounds {
+            let ex = tourbillon::Builder::new()
+                .queue(0u8, 1)
+                .timeline(TASKS * (yields + 1))
+                .build()
+                .unwrap();
+            workload(&ex, yields, TASKS);
+            black_box(ex.take_timeline());
         }
         return;
     }

@@ -9,6 +9,17 @@
 //! ```text
 //! cargo run --release --example shares
 //! ```
+//!
+//! With `TOURBILLON_TIMELINE=<file>` in the environment, the executor
+//! records its timeline (`Builder::timeline`: every poll's queue, task and
+//! times) and the example writes it to `<file>` as a Chrome trace-event
+//! JSON file, which ui.perfetto.dev ("Open trace file") and
+//! `chrome://tracing` open, and `docs/profiling/timeline2svg.py` draws:
+//!
+//! ```text
+//! TOURBILLON_TIMELINE=shares.json cargo run --release --example shares
+//! python3 docs/profiling/timeline2svg.py shares.json -o shares.svg
+//! ```
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -42,17 +53,22 @@ async fn burn(until: Instant) -> u64 {
 }
 
 fn main() {
-    let ex = Builder::new()
+    let timeline = std::env::var_os("TOURBILLON_TIMELINE");
+    let mut builder = Builder::new()
         .queue(Q::Foreground, 3)
-        .queue(Q::Background, 1)
-        .build()
-        .unwrap();
+        .queue(Q::Background, 1);
+    if timeline.is_some() {
+        // Room for every poll of the run (a few thousand).
+        builder = builder.timeline(1_000_000);
+    }
+    let ex = builder.build().unwrap();
 
     let until = Instant::now() + RUN_FOR;
     let mut handles = Vec::new();
     for q in [Q::Foreground, Q::Background] {
-        for _ in 0..TASKS_PER_QUEUE {
-            handles.push((q, ex.spawn(q, burn(until)).unwrap()));
+        for i in 0..TASKS_PER_QUEUE {
+            let name = format!("{q:?} burn {i}");
+            handles.push((q, ex.task(q).name(&name).spawn(burn(until)).unwrap()));
         }
     }
     let chunks = ex.block_on(async {
@@ -86,5 +102,18 @@ fn main() {
         );
     } else {
         println!("Background received no service");
+    }
+    if let (Some(path), Some(t)) = (timeline, ex.take_timeline()) {
+        let mut file = std::fs::File::create(&path).unwrap();
+        t.write_chrome_json(&mut file).unwrap();
+        let busy = t.busy_ns();
+        println!(
+            "timeline: {} polls ({} dropped) written to {}; time in polls: Foreground {:.3} ms, Background {:.3} ms",
+            t.polls().len(),
+            t.dropped(),
+            path.to_string_lossy(),
+            busy[0] as f64 / 1e6,
+            busy[1] as f64 / 1e6
+        );
     }
 }

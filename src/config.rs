@@ -104,7 +104,10 @@ pub(crate) struct Config {
     pub(crate) latency: bool,
     /// Stall threshold, ns (`u64::MAX`: no detector).
     pub(crate) stall_ns: u64,
-    /// One clock read per poll for every queue (latency or stalls on).
+    /// The timeline's buffer, in polls (0: no timeline).
+    pub(crate) timeline: usize,
+    /// One clock read per poll for every queue (latency, stalls or the
+    /// timeline on).
     pub(crate) per_poll_timing: bool,
     /// The queue (index) of tasks spawned with the free `spawn` outside a
     /// task: from the main future of `block_on` / `run_until`.

@@ -31,6 +31,7 @@ mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+pub mod timeline;
 mod yield_now;
 
 pub use crate::builder::Builder;

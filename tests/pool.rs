@@ -254,6 +254,25 @@ fn a_task_of_one_core_awaits_work_forwarded_to_another() {
     assert!(pool.shutdown(GRACE).unwrap().is_clean());
 }
 
+/// Each core's thread has a name of its own as the OS sees it: Linux keeps
+/// 15 bytes of a thread's name (`comm`), which perf and `/proc` show; each
+/// core reads its own from `/proc/thread-self/comm`.
+#[cfg(target_os = "linux")]
+#[test]
+fn each_core_thread_has_its_own_name_in_proc() {
+    let pool = pool(3);
+    let names: Vec<String> = (0..3)
+        .map(|core| {
+            block_on(pool.submit_to(core, "fg", || async {
+                std::fs::read_to_string("/proc/thread-self/comm").unwrap()
+            }))
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(names, ["tb-core-0\n", "tb-core-1\n", "tb-core-2\n"]);
+    pool.shutdown(Duration::from_secs(5)).unwrap();
+}
+
 #[test]
 fn round_robin_visits_the_cores_in_turn() {
     let pool = pool(2);

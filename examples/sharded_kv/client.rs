@@ -100,7 +100,7 @@ pub struct LoadReport {
     pub from_due: Histogram,
     pub from_write: Histogram,
     /// CPU time over the measured phase: the client's threads, and the
-    /// server's cores (threads `tourbillon-core-*`); zero without `/proc`.
+    /// server's cores (threads `tb-core-*`); zero without `/proc`.
     pub client_cpu: Duration,
     pub server_cpu: Duration,
 }
@@ -186,7 +186,7 @@ pub fn run(cfg: &LoadConfig) -> std::io::Result<LoadReport> {
     }
     fill_done.wait();
     let start = Instant::now() + Duration::from_millis(20);
-    let server_before = cpu::threads_named("tourbillon-core");
+    let server_before = cpu::threads_named("tb-core-");
     for _ in 0..threads {
         start_tx.send(start).unwrap();
     }
@@ -197,7 +197,7 @@ pub fn run(cfg: &LoadConfig) -> std::io::Result<LoadReport> {
         all.extend(results);
         client_cpu += thread_cpu;
     }
-    let server_cpu = cpu::threads_named("tourbillon-core").saturating_sub(server_before);
+    let server_cpu = cpu::threads_named("tb-core-").saturating_sub(server_before);
     let mut report = merge(all, start);
     report.client_cpu = client_cpu;
     report.server_cpu = server_cpu;

@@ -54,6 +54,19 @@
 //! "Redis protocol: redis-benchmark against sharded_kv and redis-server";
 //! with the built-in client: "Sharded key-value server" there.
 //!
+//! With `TOURBILLON_TIMELINE=<file>` in the environment (`serve` and
+//! `load`), every core records its timeline (`tourbillon::Builder::timeline`:
+//! each poll's queue, task and times), and the program writes one window of
+//! 50 ms of it, the last whole window before the load client ends or the
+//! signal arrives, to `<file>` as a Chrome trace-event JSON file (a process
+//! per core, a row per queue), which ui.perfetto.dev and `chrome://tracing`
+//! open and `docs/profiling/timeline2svg.py` draws:
+//!
+//! ```text
+//! TOURBILLON_TIMELINE=kv.json cargo run --release --example sharded_kv --features tokio -- load --cores 2
+//! python3 docs/profiling/timeline2svg.py kv.json -o kv.svg
+//! ```
+//!
 //! `--help` explains the flags and every line of the output ([`HELP`]).
 
 mod client;
@@ -321,7 +334,9 @@ fn serve(cfg: &Config) {
         server.own_ports,
         cfg.snapshot
     );
+    let window = TimelineWindow::start(server.pool());
     rt.block_on(signal);
+    window.write();
     print_cores(server.pool());
     print_stopped(server.shutdown());
 }
@@ -391,10 +406,80 @@ fn load(server_cfg: Config, mut load: LoadConfig) {
         load.duration,
     );
 
+    let window = TimelineWindow::start(server.pool());
     let report = client::run(&load).unwrap_or_else(|e| fail("client", e));
+    window.write();
     print_load(&report, &load);
     print_cores(server.pool());
     print_stopped(server.shutdown());
+}
+
+/// With `TOURBILLON_TIMELINE=<file>`: a thread that takes the cores'
+/// timelines every [`TimelineWindow::EVERY`] and keeps the last two
+/// windows; [`write`](Self::write) writes the older one (the last whole
+/// window before the call) to `<file>`.
+struct TimelineWindow {
+    path: Option<std::ffi::OsString>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<Vec<tourbillon::timeline::Timeline>>>>,
+}
+
+impl TimelineWindow {
+    const EVERY: Duration = Duration::from_millis(50);
+
+    fn start(pool: &Pool<&'static str>) -> Self {
+        let path = std::env::var_os("TOURBILLON_TIMELINE");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = path.as_ref().map(|_| {
+            let (pool, stop) = (pool.handle(), stop.clone());
+            std::thread::spawn(move || {
+                let take =
+                    || -> Vec<_> { block_on(pool.timelines()).into_iter().flatten().collect() };
+                // What came before the first window is dropped.
+                drop(take());
+                let mut windows = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Self::EVERY);
+                    windows.push(take());
+                    if windows.len() > 2 {
+                        windows.remove(0);
+                    }
+                }
+                windows
+            })
+        });
+        TimelineWindow { path, stop, thread }
+    }
+
+    fn write(mut self) {
+        let (Some(path), Some(thread)) = (self.path.take(), self.thread.take()) else {
+            return;
+        };
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let windows = thread.join().unwrap_or_default();
+        let Some(window) = windows.first() else {
+            eprintln!("timeline: no whole window of {:?} recorded", Self::EVERY);
+            return;
+        };
+        let mut file = std::fs::File::create(&path).unwrap_or_else(|e| fail("timeline file", e));
+        tourbillon::timeline::write_chrome_json(window, &mut file)
+            .unwrap_or_else(|e| fail("timeline file", e));
+        for t in window {
+            let busy = t.busy_ns();
+            let queues: Vec<String> = (t.queue_names().iter().zip(&busy))
+                .map(|(q, ns)| format!("{q} {:.3} ms", *ns as f64 / 1e6))
+                .collect();
+            println!(
+                "timeline {}: {} polls ({} dropped) in {:?}; time in polls: {}",
+                t.label(),
+                t.polls().len(),
+                t.dropped(),
+                Self::EVERY,
+                queues.join(", ")
+            );
+        }
+        println!("timeline written to {}", path.to_string_lossy());
+    }
 }
 
 fn print_load(r: &LoadReport, cfg: &LoadConfig) {

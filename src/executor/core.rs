@@ -567,6 +567,10 @@ impl Target<Remote> for Core {
     fn stats(&self) -> ExecutorStats {
         Core::stats(self)
     }
+
+    fn take_timeline(&self) -> Option<crate::timeline::Timeline> {
+        self.observer.take_timeline(&self.queues, self.now_ns())
+    }
 }
 
 /// A remote task's ticket gives its place in the admission window back

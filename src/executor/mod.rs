@@ -310,6 +310,15 @@ impl<K: QueueKey> Executor<K> {
         Ok(self.spawner.core.queue_stats(self.spawner.index(key)?))
     }
 
+    /// Takes the [timeline](crate::timeline) of the polls recorded since
+    /// the executor was built or the timeline was last taken, and starts a
+    /// new one (a buffer of the same size); `None` unless
+    /// [`Builder::timeline`](crate::Builder::timeline) turned it on. The
+    /// timeline's label is the name of the calling thread (the executor's).
+    pub fn take_timeline(&self) -> Option<crate::timeline::Timeline> {
+        crate::remote::target::Target::take_timeline(&*self.spawner.core)
+    }
+
     /// The declared queue keys, in declaration order.
     pub fn queue_keys(&self) -> &[K] {
         self.spawner.keys.keys()

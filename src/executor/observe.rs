@@ -1,9 +1,10 @@
 #![forbid(unsafe_code)]
 //! Observation of the run: the [`Observer`] (what the stall detector and
 //! the latency histograms read around a poll, [`Observed`]: only runs with
-//! per-poll timing come here; the stall report), and the `tracing` spans of
-//! runs and polls (`Traced`, with the `tracing` feature). It observes and
-//! counts; it decides nothing about the run.
+//! per-poll timing come here; the stall report; the timeline's recorder,
+//! `crate::timeline`), and the `tracing` spans of runs and polls
+//! (`Traced`, with the `tracing` feature). It observes and counts; it
+//! decides nothing about the run.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -16,6 +17,7 @@ use crate::remote::op::Remote;
 use crate::stats::{Stall, StallReport};
 use crate::task::id::{TaskId, TaskKey};
 use crate::task::slab::TaskSlab;
+use crate::timeline::{Recorder, Timeline};
 
 /// The observer of an executor's polls: what it watches for (the latency
 /// histograms, the stall threshold) and whom it tells of a stall (the
@@ -30,11 +32,16 @@ pub(crate) struct Observer {
     /// a [`Spawner`](crate::Spawner) (and so the executor's core) cannot
     /// keep the executor alive.
     report: RefCell<Option<StallReport>>,
+    /// The task's id and name are read before each poll (stall detector,
+    /// timeline).
+    task_ids: bool,
+    /// The timeline's buffer, if it is on.
+    timeline: Option<RefCell<Recorder>>,
 }
 
 /// What [`Observer::before`] read before a poll: the task's
-/// wake-to-first-poll delay, and its id and name (for a stall report: a
-/// task that completes in the poll loses its slot).
+/// wake-to-first-poll delay, and its id and name (for a stall report and
+/// the timeline: a task that completes in the poll loses its slot).
 pub(crate) struct Observed {
     latency_ns: Option<u64>,
     task: Option<TaskId>,
@@ -78,7 +85,27 @@ impl Observer {
             latency: cfg.latency,
             stall_ns: cfg.stall_ns,
             report: RefCell::new(report),
+            task_ids: cfg.stall_ns != u64::MAX || cfg.timeline > 0,
+            timeline: (cfg.timeline > 0).then(|| RefCell::new(Recorder::new(cfg.timeline))),
         }
+    }
+
+    /// Takes the timeline recorded so far (`None` when it is off), with
+    /// the queues' names, the executor's name and a clock reading taken
+    /// now.
+    pub(crate) fn take_timeline(&self, queues: &RefCell<Queues>, now_ns: u64) -> Option<Timeline> {
+        let rec = self.timeline.as_ref()?;
+        let names = queues
+            .borrow()
+            .list
+            .iter()
+            .map(|q| q.name.to_string())
+            .collect();
+        let label = std::thread::current()
+            .name()
+            .unwrap_or("executor")
+            .to_string();
+        Some(rec.borrow_mut().take(label, names, now_ns))
     }
 
     /// Takes the stall callback out (shutdown).
@@ -130,12 +157,12 @@ impl Observer {
             } else {
                 None
             },
-            task: if self.stall_ns != u64::MAX {
+            task: if self.task_ids {
                 tasks.get(id).map(|e| e.task_id())
             } else {
                 None
             },
-            name: if self.stall_ns != u64::MAX {
+            name: if self.task_ids {
                 tasks.slot_name(id)
             } else {
                 None
@@ -143,10 +170,11 @@ impl Observer {
         }
     }
 
-    /// After a poll of task `id` of queue `q` that started at `start_ns`
-    /// and took `elapsed_ns`: records its wake-to-first-poll delay, stamps
-    /// a task runnable again (`again`: yielded, or woken during the poll)
-    /// as ready from the end of the poll, and reports a stall.
+    /// After a poll of task `id` of queue `q`, in the executor's run
+    /// `run`, that started at `start_ns` and took `elapsed_ns`: records
+    /// its wake-to-first-poll delay, stamps a task runnable again (`again`:
+    /// yielded, or woken during the poll) as ready from the end of the
+    /// poll, records the poll in the timeline, and reports a stall.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn after(
@@ -158,6 +186,7 @@ impl Observer {
         id: TaskKey,
         before: Observed,
         again: bool,
+        run: u64,
         start_ns: u64,
         elapsed_ns: u64,
     ) {
@@ -171,6 +200,10 @@ impl Observer {
                     .borrow_mut()
                     .restamp_ready(id, start_ns.saturating_add(elapsed_ns));
             }
+        }
+        if let (Some(rec), Some(task)) = (&self.timeline, before.task) {
+            rec.borrow_mut()
+                .push(q, task, before.name.clone(), run, start_ns, elapsed_ns);
         }
         if elapsed_ns >= self.stall_ns {
             if let Some(task) = before.task {

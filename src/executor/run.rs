@@ -261,6 +261,7 @@ impl<'a> Run<'a> {
                 id,
                 before,
                 again,
+                r.counters.runs.get(),
                 start,
                 elapsed.unwrap_or(0),
             );

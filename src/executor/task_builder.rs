@@ -57,7 +57,8 @@ impl<'a> TaskBuilder<'a> {
         }
     }
 
-    /// Names the task: the name appears in [`Stall`](crate::stats::Stall) reports.
+    /// Names the task: the name appears in [`Stall`](crate::stats::Stall)
+    /// reports and in the [timeline](crate::timeline).
     pub fn name(mut self, name: &str) -> Self {
         self.name = Some(Rc::from(name));
         self

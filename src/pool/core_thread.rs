@@ -178,6 +178,14 @@ pub(crate) struct StartedCore {
     pub(crate) thread: JoinHandle<CoreReport>,
 }
 
+/// The name of core `index`'s thread: `tb-core-{index}`, at most 12
+/// bytes for any index below [`MAX_CORES`](super::MAX_CORES), so that the
+/// 15 bytes Linux keeps of a thread's name (`/proc/<pid>/task/<tid>/comm`,
+/// what `perf`, `top -H` and `ps -L` show) differ from core to core.
+pub(crate) fn thread_name(index: usize) -> String {
+    format!("tb-core-{index}")
+}
+
 /// Starts a core's thread.
 pub(crate) fn spawn<K>(start: CoreStart<K>) -> Result<StartedCore, String>
 where
@@ -188,7 +196,7 @@ where
     let cpu = start.cpu;
     let index = start.index;
     let thread = thread::Builder::new()
-        .name(format!("tourbillon-core-{index}"))
+        .name(thread_name(index))
         .spawn(move || run_core(start, c2))
         .map_err(|e| e.to_string())?;
     Ok(StartedCore {

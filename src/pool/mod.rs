@@ -103,6 +103,7 @@ use crate::remote::launch::Make;
 use crate::remote::op::{Executor, RemoteOp};
 use crate::remote::spawner::RemoteJoinHandle;
 use crate::stats::ExecutorStats;
+use crate::timeline::Timeline;
 
 /// The owner of a pool of executors, one per core: see the
 /// [module](self) docs. A `Send + Sync` handle; clones share the pool,
@@ -116,6 +117,14 @@ use crate::stats::ExecutorStats;
 /// anything else that should not keep the pool running, hold a
 /// [`PoolHandle`] ([`handle`](Self::handle)): a task that holds a `Pool`
 /// clone keeps every core running until someone calls `shutdown`.
+///
+/// Core `i` runs on a thread named `tb-core-{i}` (`tb-core-0`,
+/// `tb-core-1`, ...): Linux keeps the first 15 bytes of a thread's name
+/// (`comm`, what `perf report --sort comm`, `top -H`, `ps -L` and
+/// `/proc/<pid>/task/<tid>/comm` show), and `tb-core-` leaves room for any
+/// core index below [`MAX_CORES`] in them, so each core's samples and CPU
+/// time can be told apart by name (a longer prefix such as
+/// `tourbillon-core-` would be cut to the same 15 bytes on every core).
 pub struct Pool<K: QueueKey> {
     handle: PoolHandle<K>,
     owner: Arc<Owner<K>>,
@@ -579,6 +588,43 @@ where
             cores.push(s.ok());
         }
         PoolStats { cores }
+    }
+
+    /// Takes every core's [timeline](crate::timeline) (on its thread, at
+    /// its next poll boundary), in core order: `None` for a core whose
+    /// executor has no timeline
+    /// ([`Builder::timeline`](crate::Builder::timeline)) or that ended.
+    /// Each is labelled with its core's thread name (`tb-core-0`, `tb-core-1`, ...);
+    /// [`timeline::write_chrome_json`](crate::timeline::write_chrome_json)
+    /// writes them into one trace, a process per core on one time axis.
+    ///
+    /// ```
+    /// use tourbillon::pool::{Placement, Pool};
+    ///
+    /// let pool = Pool::builder()
+    ///     .cores(2)
+    ///     .placement(Placement::Unpinned)
+    ///     .executor(|_core| tourbillon::Builder::new().queue("q", 1).timeline(1_000))
+    ///     .build()
+    ///     .unwrap();
+    /// futures::executor::block_on(async {
+    ///     for core in 0..2 {
+    ///         pool.submit_to(core, "q", || async {}).await.unwrap();
+    ///     }
+    ///     let timelines: Vec<_> = pool.timelines().await.into_iter().flatten().collect();
+    ///     assert_eq!(timelines.len(), 2);
+    ///     assert_eq!(timelines[1].label(), "tb-core-1");
+    ///     let mut json = Vec::new();
+    ///     tourbillon::timeline::write_chrome_json(&timelines, &mut json).unwrap();
+    /// });
+    /// ```
+    pub async fn timelines(&self) -> Vec<Option<Timeline>> {
+        let mut cores = Vec::with_capacity(self.cores());
+        for core in 0..self.cores() {
+            let t = self.call(core, |c| c.take_timeline()).await;
+            cores.push(t.ok().flatten());
+        }
+        cores
     }
 }
 

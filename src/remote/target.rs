@@ -14,6 +14,7 @@ use crate::stats::ExecutorStats;
 use crate::task::id::{GroupId, TaskKey};
 use crate::task::schedule::Schedule;
 use crate::task::slab::TaskSlab;
+use crate::timeline::Timeline;
 
 /// Stores a new task in the slab (of tasks whose sink is `S`): given the
 /// slab and the task's keyed group (if any), returns the task's key and
@@ -52,4 +53,6 @@ pub(crate) trait Target<S: Schedule>: Window {
     fn set_shares(&self, q: usize, shares: u32) -> Result<(), SharesError>;
     /// `Executor::stats` (the pool's control).
     fn stats(&self) -> ExecutorStats;
+    /// `Executor::take_timeline` (the pool's control).
+    fn take_timeline(&self) -> Option<Timeline>;
 }

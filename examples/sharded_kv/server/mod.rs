@@ -413,6 +413,14 @@ impl Server {
     /// Builds the pool, binds the ports and starts each core's loops;
     /// returns once every listener accepts.
     pub fn start(cfg: &Config) -> io::Result<Server> {
+        // With `TOURBILLON_TIMELINE` set, each core records its timeline
+        // (main.rs writes a window of it): room for 50 ms of polls at well
+        // over a million polls a second.
+        let timeline = if std::env::var_os("TOURBILLON_TIMELINE").is_some() {
+            200_000
+        } else {
+            0
+        };
         // One executor per core, each on a thread of its own nested in a
         // tokio current_thread runtime (tokio sockets and timers work in
         // its tasks).
@@ -420,11 +428,12 @@ impl Server {
             .cores(cfg.cores)
             .placement(cfg.placement.clone())
             .host(Host::Tokio)
-            .executor(|_core| {
+            .executor(move |_core| {
                 tourbillon::Builder::new()
                     .queue_with(FG, QueueSpec::new(32).latency(FG_LATENCY))
                     .queue(FWD, 128)
                     .queue(BG, 1)
+                    .timeline(timeline)
             })
             .build()
             .map_err(io::Error::other)?;
