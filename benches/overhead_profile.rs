@@ -36,6 +36,9 @@
 //! `stall_detector` (as `benches/overhead.rs`'s "histograms + stall
 //! detector" row), tasks yielding Y times (default 5), each round on a new
 //! executor (collect with `--toggle-collect=overhead_profile::workload`).
+//! `observe R Y clock` keeps the stall detector (of one hour, which never
+//! reports) and leaves the histograms off: `compare`'s "a clock read per
+//! poll" row, what `observe` is measured against.
 //!
 //! `timeline R Y` runs the headline workload R times (default 1) on one
 //! `RunnableFifo` queue with `Builder::timeline` sized for every poll of a
@@ -317,13 +320,17 @@ fn main() {
         // round.
         let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
         let yields: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(5);
+        let clock_only = nth(4) == Some("clock");
         for _ in 0..rounds {
+            let stall = if clock_only {
+                std::time::Duration::from_secs(3600)
+            } else {
+                std::time::Duration::from_millis(10)
+            };
             let ex = tourbillon::Builder::new()
                 .queue(0u8, 1)
-                .latency_histograms(true)
-                .stall_detector(std::time::Duration::from_millis(10), |s| {
-                    eprintln!("stall: {s}")
-                })
+                .latency_histograms(!clock_only)
+                .stall_detector(stall, |s| eprintln!("stall: {s}"))
                 .build()
                 .unwrap();
             workload(&ex, yields, TASKS);

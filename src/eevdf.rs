@@ -149,6 +149,23 @@ fn div_trunc_i128(a: i128, b: i128) -> i128 {
     }
 }
 
+/// `a / b` rounded toward zero (`b > 0`): a shift when `b` is a power of
+/// two (shares 1, 2, 4, ..., and their sums such as the 2 + 2 of two
+/// queues of 2 shares), a division otherwise. Same result either way: a
+/// negative `a` is biased by `b - 1` before the arithmetic shift, which
+/// rounds toward negative infinity.
+#[inline]
+fn div_trunc_i64(a: i64, b: i64) -> i64 {
+    debug_assert!(b > 0);
+    if b & (b - 1) == 0 {
+        // `a < 0` only adds the bias: `a + b - 1` cannot overflow.
+        let bias = (a >> 63) & (b - 1);
+        (a + bias) >> b.trailing_zeros()
+    } else {
+        a / b
+    }
+}
+
 /// `a - b` as a signed difference of wrapping vruntimes.
 #[inline]
 pub(crate) fn rel(a: u64, b: u64) -> i64 {
@@ -500,7 +517,7 @@ impl Eevdf {
             // `vl·(W + w)/W`, in 64 bits when the product fits (the same
             // truncated quotient as in 128).
             let scaled = match vl.checked_mul(others + w) {
-                Some(p) => (p / others).clamp(-(V_SPAN as i64), V_SPAN as i64),
+                Some(p) => div_trunc_i64(p, others).clamp(-(V_SPAN as i64), V_SPAN as i64),
                 None => clamp_span(div_trunc_i128(
                     vl as i128 * (others + w) as i128,
                     others as i128,
@@ -610,6 +627,34 @@ mod tests {
 
     fn table(ws: &[u64]) -> Eevdf {
         Eevdf::new(ws.iter().map(|&w| Entity::new(w, 1_000_000)).collect())
+    }
+
+    /// The shift of `div_trunc_i64` for a power-of-two divisor rounds
+    /// toward zero as `/` does, negatives and the edges of `i64` included.
+    #[test]
+    fn power_of_two_division_truncates() {
+        let nums = [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            3,
+            -3,
+            7,
+            -7,
+            1023,
+            -1025,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        let divs = [1, 2, 3, 4, 6, 1024, 1 << 40, i64::MAX, 1 << 62];
+        for &a in &nums {
+            for &b in &divs {
+                assert_eq!(div_trunc_i64(a, b), a / b, "{a} / {b}");
+            }
+        }
     }
 
     /// The 64-bit paths of the divisions give the 128-bit results, at the

@@ -386,6 +386,27 @@ impl LatencyHistogram {
         self.max_ns = self.max_ns.max(ns);
     }
 
+    /// Records every value of `values` (as many `record_ns` would), with
+    /// the count, sum, minimum and maximum kept in registers over the loop.
+    #[inline]
+    pub(crate) fn record_all_ns(&mut self, values: impl Iterator<Item = u64>) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        let (mut count, mut sum, mut min, mut max) = (0u64, 0u128, self.min_ns, self.max_ns);
+        for ns in values {
+            self.counts[Self::index(ns)] += 1;
+            count += 1;
+            sum += ns as u128;
+            min = min.min(ns);
+            max = max.max(ns);
+        }
+        self.count += count;
+        self.sum_ns += sum;
+        self.min_ns = min;
+        self.max_ns = max;
+    }
+
     /// Adds every value recorded in `other` (the histograms of several
     /// executors, e.g. the cores of a [`Pool`](crate::pool::Pool), merge
     /// exactly: the buckets are the same everywhere).

@@ -229,6 +229,39 @@ fn t8_wake_latency_histogram_equals_the_scripted_delays() {
     assert!(got.max() > Duration::from_micros(10), "{got:?}");
 }
 
+// A histogram read while a run is in progress holds the delay of every
+// poll so far: the run's delays are recorded before the stats are read. One
+// task yields 4 times in one run, reading its queue's histogram at each poll.
+#[test]
+fn wake_latency_read_during_a_run_counts_every_poll_so_far() {
+    let sim = Sim::new(1);
+    let ex = Rc::new(
+        sim.builder()
+            .queue(0, 1)
+            .latency_histograms(true)
+            .build()
+            .unwrap(),
+    );
+    let counts = Rc::new(RefCell::new(Vec::new()));
+    let (e, c) = (ex.clone(), counts.clone());
+    let task = ex
+        .spawn(0, async move {
+            for i in 0..5 {
+                c.borrow_mut()
+                    .push(e.queue_stats(0).unwrap().wake_latency.count());
+                if i < 4 {
+                    yield_now().await;
+                }
+            }
+        })
+        .unwrap();
+    sim.drive(&ex);
+    assert!(task.is_finished());
+    assert_eq!(*counts.borrow(), [0, 1, 2, 3, 4]);
+    assert_eq!(ex.queue_stats(0).unwrap().wake_latency.count(), 5);
+    assert_eq!(ex.queue_stats(0).unwrap().runs, 1);
+}
+
 // Without `latency_histograms` the histogram stays empty.
 #[test]
 fn latency_histograms_are_off_by_default() {

@@ -155,14 +155,24 @@ impl<'a> Held<'a> {
     }
 
     /// Puts the ids not polled back in front of the queue, and the
-    /// requeued ones ([`Tail`](super::run_state::Tail)) behind.
+    /// requeued ones ([`Tail`](super::run_state::Tail)) behind. Inlined
+    /// where the run ends: a run that polled every id it took and requeued
+    /// none (every run of a ping-pong across queues) only closes the batch,
+    /// without a call (about 20 instructions per queue switch; callgrind).
+    #[inline(always)]
     pub(crate) fn put_back(&mut self) {
         let r = &self.core.run;
         r.held.open.set(false);
-        let (pos, len) = (r.held.pos.get(), r.held.len.get());
-        if pos == len && r.held.tail.len() == 0 {
-            return;
+        if r.held.pos.get() != r.held.len.get() || r.held.tail.len() != 0 {
+            self.put_back_ids();
         }
+    }
+
+    /// The ids of [`put_back`](Self::put_back), when there are some.
+    #[inline(never)]
+    fn put_back_ids(&mut self) {
+        let r = &self.core.run;
+        let (pos, len) = (r.held.pos.get(), r.held.len.get());
         // Not borrowed at the run's end; while unwinding, a panic here
         // would abort, so a borrow that fails (a bug) loses the ids rather
         // than the process.
@@ -185,6 +195,7 @@ impl<'a> Held<'a> {
 }
 
 impl Drop for Held<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
         self.put_back();
     }

@@ -365,6 +365,8 @@ impl Core {
     }
 
     pub(crate) fn stats(&self) -> ExecutorStats {
+        // The delays of the run in progress, if any, are in the histograms.
+        self.run.latencies.flush(&mut self.queues.borrow_mut());
         let qs = self.queues.borrow();
         let queues = (0..qs.list.len())
             .map(|i| queue_stats(&qs, i, self.held(i), &self.intake))
@@ -384,6 +386,7 @@ impl Core {
     }
 
     pub(crate) fn queue_stats(&self, q: usize) -> QueueStats {
+        self.run.latencies.flush(&mut self.queues.borrow_mut());
         queue_stats(&self.queues.borrow(), q, self.held(q), &self.intake)
     }
 

