@@ -25,14 +25,25 @@ use crate::task::id::{GroupId, TaskKey};
 ///
 /// # Structure and cost
 ///
-/// * Exact ([`Las::exact`]): a `BinaryHeap` of `(service at push, push
-///   sequence, task)`, min first.
-///   The key is computed when the task becomes runnable (its group's service
-///   at that moment) and never updated while it waits; the running task is
-///   charged after its poll, in O(1), so its next push sees the new total.
-///   Push and pop are O(log n). This is exact LAS on the keys (the key of a
-///   waiting task is stale by what its group's other tasks received since it
-///   was pushed; that only favours tasks already waiting).
+/// * Exact ([`Las::exact`]): entries `(service at push, push sequence,
+///   task)`, popped least first, in a radix heap: 11 levels of 64 FIFO
+///   slots, an entry's level being the 6-bit digit where its key first
+///   differs from the heap's base (a lower bound of its keys), and keys
+///   below the base in a small binary heap popped first. Equal keys share
+///   a slot, in push order. A push is O(1); a pop is O(1) plus, when level
+///   0 is empty, the move of one slot's entries to lower levels (an entry
+///   moves at most 10 times, and not at all while its key differs from
+///   the base only in its low 6 bits). The key is computed when the task
+///   becomes runnable (its group's service at that moment) and never
+///   updated while it waits; the running task is charged after its poll,
+///   in O(1), so its next push sees the new total. This is exact LAS on
+///   the keys (the key of a waiting task is stale by what its group's
+///   other tasks received since it was pushed; that only favours tasks
+///   already waiting). The order follows measured durations, so it visits
+///   the tasks in an order close to random: every eighth pop, the run loop
+///   prefetches the next 16 tasks of the least key (their slab entries
+///   and cells, and this scheduler's per-task words), so that their cache
+///   misses overlap instead of opening each poll.
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -134,103 +145,152 @@ impl Default for Order {
 /// sequence.
 type Entry = (u64, u64, TaskKey);
 
+/// Bits of a key per level of [`Radix`]: 64 slots per level.
+const DIGIT: u32 = 6;
+/// Levels of [`Radix`]: enough digits for 64-bit keys.
+const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
+
+/// How many pops of an exact `Las` apart the run loop prefetches the
+/// tasks of its next entries, and half their number
+/// ([`Las::upcoming`]).
+const UPCOMING: usize = 8;
+
 /// The exact form's priority queue: a radix heap of `(key, sequence,
-/// task)` entries, popped least key first, equal keys in sequence order,
-/// with a binary heap for keys below the last key popped.
+/// task)` entries with 64 slots per level (6 bits of the key), popped
+/// least key first, equal keys in sequence order, and a binary heap for
+/// keys below the radix part's base.
 ///
-/// * `last`: the key of the last entry the radix part handed out (0 when
-///   the structure is empty). Every entry of the radix part has a key of at
-///   least `last`; entry `k` sits in bucket `b(k)` = the bit length of
-///   `k ^ last` (0 when `k == last`, at most 64). A bucket holds the keys
-///   that agree with `last` above its bit and differ from it at that bit,
-///   so every key of bucket `b` is less than every key of bucket `b + 1`,
-///   and bucket 0 holds only keys equal to `last`.
-/// * Pop: bucket 0's front if it has one, else the lowest non-empty
-///   bucket `b` (a bitmap of the non-empty buckets, `trailing_zeros`): its
-///   least key becomes `last` and its entries move to the buckets below
-///   `b` that they belong to then (each to bucket 0 or at least one bucket
-///   lower: an entry moves at most 64 times in all, in practice a few).
-/// * Order within a bucket: pushes append, and a bucket receives moved
-///   entries only while it is empty (every bucket below the one that is
-///   redistributed is empty), in the order they had; so a bucket is in
-///   sequence order, and bucket 0 hands out equal keys in push order.
-/// * Keys below `last` (a new group, or a group whose service is below
-///   that of the task popped last) go to `low`, a binary heap by `(key,
-///   sequence)`: all its keys are below `last`, so it is popped first while
+/// * `base`: every entry of the radix part has a key of at least `base`
+///   (0 when the structure is empty). Entry `k` sits at level `l` = the
+///   6-bit digit of its highest bit that differs from `base` (0 when
+///   `k == base`), in slot = its own digit `l`: the keys of a level share
+///   every digit above `l` with `base`, so slots hold disjoint key ranges
+///   in increasing order, level by level; a slot of level 0 holds one key.
+/// * Pop: the front of level 0's first non-empty slot (bitmaps of the
+///   non-empty levels and slots, `trailing_zeros`). When level 0 is empty,
+///   the first non-empty slot of the lowest non-empty level is
+///   redistributed: its least key becomes `base`, and its entries move to
+///   the lower levels they belong to then. An entry moves at most once per
+///   level (10 times in all); keys that differ from `base` only in their
+///   low 6 bits never move.
+/// * Order within a slot: pushes append, and a slot receives moved
+///   entries only while it is empty (the levels below the one being
+///   redistributed are empty), in the order they had; so a slot is in
+///   sequence order, and equal keys, which always share a slot, come out
+///   in push order.
+/// * Keys below `base` (a new group, or a group whose service is below
+///   that of the tasks popped before) go to `low`, a binary heap by `(key,
+///   sequence)`: all its keys are below `base`, so it is popped first while
 ///   it holds anything.
 ///
-/// Entries are moved by the batch in contiguous memory, so a pop costs a
-/// few instructions and no cache miss outside bucket 0's front, where a
-/// binary heap of every runnable task sifts `log2(n)` levels (each a likely
-/// cache miss past a few thousand tasks).
+/// Entries move by the slot in contiguous memory: a push or pop costs a
+/// few instructions and a cache miss at most at the slot's ends, where a
+/// binary heap of every runnable task sifts `log2(n)` levels (each a
+/// likely cache miss past a few thousand tasks).
 #[derive(Debug, Default)]
 struct Radix {
-    last: u64,
-    /// Bucket `b` holds the keys whose bit length of `k ^ last` is `b`.
-    buckets: Vec<VecDeque<Entry>>,
-    /// Bit `b`: bucket `b` is not empty.
-    nonempty: u128,
-    /// Keys below `last`, least first.
+    base: u64,
+    /// Slot `s` of level `l` at `64 * l + s` (allocated at the first push).
+    slots: Vec<VecDeque<Entry>>,
+    /// Bit `s` of word `l`: slot `s` of level `l` is not empty.
+    occupied: [u64; LEVELS],
+    /// Bit `l`: level `l` has a non-empty slot.
+    levels: u16,
+    /// Keys below `base`, least first.
     low: BinaryHeap<Reverse<Entry>>,
+    /// Pops so far (wrapping): when to offer the next entries for
+    /// prefetching ([`upcoming`](Radix::upcoming)).
+    pops: u32,
 }
 
 impl Radix {
-    /// The bucket of key `k` (`k >= last`).
+    /// The level and slot of key `k` (`k >= base`).
     #[inline]
-    fn bucket(&self, k: u64) -> usize {
-        (u64::BITS - (k ^ self.last).leading_zeros()) as usize
+    fn place(&self, k: u64) -> (usize, usize) {
+        let x = k ^ self.base;
+        let l = if x == 0 {
+            0
+        } else {
+            (x.ilog2() / DIGIT) as usize
+        };
+        (l, ((k >> (DIGIT * l as u32)) & 63) as usize)
+    }
+
+    #[inline]
+    fn insert(&mut self, e: Entry) {
+        let (l, s) = self.place(e.0);
+        self.slots[l * 64 + s].push_back(e);
+        self.occupied[l] |= 1 << s;
+        self.levels |= 1 << l;
     }
 
     #[inline]
     fn push(&mut self, e: Entry) {
-        if e.0 < self.last {
+        if e.0 < self.base {
             self.low.push(Reverse(e));
             return;
         }
-        if self.buckets.is_empty() {
-            self.buckets = (0..=u64::BITS).map(|_| VecDeque::new()).collect();
+        if self.slots.is_empty() {
+            self.slots = (0..LEVELS * 64).map(|_| VecDeque::new()).collect();
         }
-        let b = self.bucket(e.0);
-        self.buckets[b].push_back(e);
-        self.nonempty |= 1 << b;
+        self.insert(e);
     }
 
     #[inline]
     fn pop(&mut self) -> Option<Entry> {
+        self.pops = self.pops.wrapping_add(1);
         if let Some(Reverse(e)) = self.low.pop() {
             return Some(e);
         }
-        if self.nonempty & 1 == 0 {
-            if self.nonempty == 0 {
+        if self.levels & 1 == 0 {
+            if self.levels == 0 {
                 // Empty: any key may enter the radix part.
-                self.last = 0;
+                self.base = 0;
                 return None;
             }
             self.redistribute();
         }
-        let front = &mut self.buckets[0];
-        let e = front.pop_front();
-        if front.is_empty() {
-            self.nonempty &= !1;
+        let s = self.occupied[0].trailing_zeros() as usize;
+        let slot = &mut self.slots[s];
+        let e = slot.pop_front();
+        if slot.is_empty() {
+            self.occupied[0] &= !(1 << s);
+            if self.occupied[0] == 0 {
+                self.levels &= !1;
+            }
         }
         e
     }
 
-    /// Moves the entries of the lowest non-empty bucket (not bucket 0)
-    /// below it, its least key becoming `last`.
+    /// Moves the entries of the first non-empty slot of the lowest
+    /// non-empty level (not level 0) to the levels below, its least key
+    /// becoming `base`.
     #[inline(never)]
     fn redistribute(&mut self) {
-        let b = self.nonempty.trailing_zeros() as usize;
-        let mut src = std::mem::take(&mut self.buckets[b]);
-        self.nonempty &= !(1 << b);
-        self.last = src.iter().map(|e| e.0).min().unwrap_or(self.last);
-        for e in src.drain(..) {
-            let to = self.bucket(e.0);
-            self.buckets[to].push_back(e);
-            self.nonempty |= 1 << to;
+        let l = self.levels.trailing_zeros() as usize;
+        let s = self.occupied[l].trailing_zeros() as usize;
+        let mut src = std::mem::take(&mut self.slots[l * 64 + s]);
+        self.occupied[l] &= !(1 << s);
+        if self.occupied[l] == 0 {
+            self.levels &= !(1 << l);
         }
-        // Its allocation stays with the bucket.
-        self.buckets[b] = src;
+        self.base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
+        for e in src.drain(..) {
+            self.insert(e);
+        }
+        // Its allocation stays with the slot.
+        self.slots[l * 64 + s] = src;
+    }
+
+    /// The next entries to pop in order, at every [`UPCOMING`]th pop
+    /// while `low` is empty: up to `n` from level 0's first non-empty
+    /// slot (the least key's).
+    #[inline]
+    fn upcoming(&self, n: usize) -> impl Iterator<Item = &Entry> + Clone + '_ {
+        let on = self.pops % UPCOMING as u32 == 0 && self.low.is_empty() && self.levels & 1 != 0;
+        let slot = on.then(|| &self.slots[self.occupied[0].trailing_zeros() as usize]);
+        slot.into_iter()
+            .flat_map(move |q| q.range(..q.len().min(n)))
     }
 }
 
@@ -440,6 +500,34 @@ impl Las {
         }
         self.len -= n;
         n
+    }
+
+    /// Tasks that [`pop`](Scheduler::pop) will return soon if nothing
+    /// is pushed before them, for the run loop to prefetch: with exact
+    /// keys, at every [`UPCOMING`]th pop, the first `2 * UPCOMING` entries
+    /// of the radix heap's level 0 while no key below it waits (possibly
+    /// entries of forgotten tasks); else none. The exact order visits the
+    /// tasks in an order close to random, so each poll would start with
+    /// cache misses; prefetched by the group, their misses overlap.
+    #[inline]
+    pub(crate) fn upcoming(&self) -> impl Iterator<Item = TaskKey> + '_ {
+        let Order::Exact(radix) = &self.order else {
+            return None.into_iter().flatten();
+        };
+        let ids = radix.upcoming(2 * UPCOMING).map(|e| e.2);
+        // Their per-task words (the live entry's sequence number, the
+        // service of the task's own group), read by the group so that
+        // their cache misses overlap, here rather than one by one at each
+        // `pop` and `polled`.
+        let mut sum = 0u64;
+        for task in ids.clone() {
+            let i = task.index() as usize;
+            let queued = self.queued.get(i).copied().unwrap_or(0);
+            let service = self.task_service.get(i).copied().unwrap_or(0);
+            sum = sum.wrapping_add(queued ^ service);
+        }
+        std::hint::black_box(sum);
+        Some(ids).into_iter().flatten()
     }
 
     /// Whether level 0 holds no entry (always, for exact keys).
