@@ -125,8 +125,9 @@ pub struct Las {
 /// The ordering structure: exact keys, or keys quantized to levels.
 #[derive(Debug)]
 enum Order {
-    /// `(service at push, sequence, task)`, least first.
-    Exact(Radix),
+    /// `(service at push, sequence, task)`, least first (boxed: its
+    /// bitmaps would make every queue's scheduler as large).
+    Exact(Box<Radix>),
     /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
     /// set: level `l` holds an entry, live or not).
     Levels {
@@ -138,7 +139,7 @@ enum Order {
 
 impl Default for Order {
     fn default() -> Self {
-        Order::Exact(Radix::default())
+        Order::Exact(Box::default())
     }
 }
 
@@ -288,7 +289,9 @@ impl Radix {
     /// slot (the least key's).
     #[inline]
     fn upcoming(&self, n: usize) -> impl Iterator<Item = &Entry> + Clone + '_ {
-        let on = self.pops % UPCOMING as u32 == 0 && self.low.is_empty() && self.levels & 1 != 0;
+        let on = self.pops.is_multiple_of(UPCOMING as u32)
+            && self.low.is_empty()
+            && self.levels & 1 != 0;
         let slot = on.then(|| &self.slots[self.occupied[0].trailing_zeros() as usize]);
         slot.into_iter()
             .flat_map(move |q| q.range(..q.len().min(n)))
@@ -340,7 +343,7 @@ impl Las {
     /// and, amortized, per pop (see the structure above).
     pub fn exact() -> Self {
         Self {
-            order: Order::Exact(Radix::default()),
+            order: Order::Exact(Box::default()),
             task_service: Vec::new(),
             group_service: Vec::new(),
             queued: Vec::new(),
@@ -970,7 +973,7 @@ mod tests {
             let tasks = 1 + rng.below(40) as u32;
             // Task i's group: its own, or keyed group i % 3.
             let group = |i: u32| {
-                if i % 4 == 0 {
+                if i.is_multiple_of(4) {
                     GroupId::keyed(i % 3)
                 } else {
                     GroupId::task(i)
