@@ -29,7 +29,8 @@
 //!
 //! `las R Y` runs the headline workload R times (default 1) on one
 //! `Las::new()` queue, tasks yielding Y times (default 5), each round on a
-//! new executor (collect with `--toggle-collect=overhead_profile::workload`).
+//! new executor (collect with `--toggle-collect=overhead_profile::workload`);
+//! `las-exact R Y` does the same on one `Las::exact()` queue.
 //!
 //! `observe R Y` runs the headline workload R times (default 1) on one
 //! `RunnableFifo` queue with `latency_histograms(true)` and a 10 ms
@@ -301,12 +302,18 @@ fn main() {
         }
         return;
     }
-    if nth(1) == Some("las") {
-        // The headline on one `Las::new()` queue, a new executor per round.
+    if nth(1) == Some("las") || nth(1) == Some("las-exact") {
+        // The headline on one `Las::new()` (or `Las::exact()`) queue, a new
+        // executor per round.
         let rounds: usize = nth(2).and_then(|a| a.parse().ok()).unwrap_or(1);
         let yields: usize = nth(3).and_then(|a| a.parse().ok()).unwrap_or(5);
         for _ in 0..rounds {
-            let spec = tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::new());
+            let las = if nth(1) == Some("las") {
+                tourbillon::sched::Las::new()
+            } else {
+                tourbillon::sched::Las::exact()
+            };
+            let spec = tourbillon::QueueSpec::new(1).scheduler(las);
             let ex = tourbillon::Builder::new()
                 .queue_with(0u8, spec)
                 .build()

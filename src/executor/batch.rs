@@ -90,8 +90,33 @@ impl<'a> Held<'a> {
         let mut qs = self.core.queues.borrow_mut();
         match &mut qs.list[self.q].sched {
             QueueScheduler::Fifo(f) => f.take_front(&r.held.batch.0),
-            QueueScheduler::Las(l) => l.take_front(&r.held.batch.0),
+            QueueScheduler::Las(l) if l.batches() => l.take_front(&r.held.batch.0),
+            QueueScheduler::Las(l) => {
+                let n = l.take_front(&r.held.batch.0);
+                self.prefetch(l);
+                n
+            }
             QueueScheduler::Custom(_) => self.take_checked(&mut qs),
+        }
+    }
+
+    /// Prefetches the cells of the tasks a `Las` with exact keys expects
+    /// to hand out soon ([`Las::upcoming`](crate::sched::Las::upcoming)):
+    /// its order visits the tasks in an order close to random, so without
+    /// this each poll starts with two dependent cache misses (the task's
+    /// slab entry, then its cell). Read by the group, the slab entries'
+    /// misses overlap, and the cells' prefetches do not wait. A hint that
+    /// turns out wrong (a push overtook it) costs the reads.
+    #[inline(never)]
+    fn prefetch(&self, las: &crate::sched::Las) {
+        let mut ids = las.upcoming().peekable();
+        if ids.peek().is_none() {
+            return;
+        }
+        if let Ok(tasks) = self.core.tasks.try_borrow() {
+            for id in ids {
+                tasks.prefetch(id);
+            }
         }
     }
 

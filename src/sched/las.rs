@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use super::scheduler::Scheduler;
 use crate::task::id::{GroupId, TaskKey};
+use crate::task::slab::prefetch_read;
 
 /// Least-attained-service scheduler (opt-in per queue; the default is
 /// [`RunnableFifo`](crate::sched::RunnableFifo)): the runnable task whose group has
@@ -25,14 +26,25 @@ use crate::task::id::{GroupId, TaskKey};
 ///
 /// # Structure and cost
 ///
-/// * Exact ([`Las::exact`]): a `BinaryHeap` of `(service at push, push
-///   sequence, task)`, min first.
-///   The key is computed when the task becomes runnable (its group's service
-///   at that moment) and never updated while it waits; the running task is
-///   charged after its poll, in O(1), so its next push sees the new total.
-///   Push and pop are O(log n). This is exact LAS on the keys (the key of a
-///   waiting task is stale by what its group's other tasks received since it
-///   was pushed; that only favours tasks already waiting).
+/// * Exact ([`Las::exact`]): entries `(service at push, push sequence,
+///   task)`, popped least first, in a radix heap: 11 levels of 64 FIFO
+///   slots, an entry's level being the 6-bit digit where its key first
+///   differs from the heap's base (a lower bound of its keys), and keys
+///   below the base in a small binary heap popped first. Equal keys share
+///   a slot, in push order. A push is O(1); a pop is O(1) plus, when level
+///   0 is empty, the move of one slot's entries to lower levels (an entry
+///   moves at most 10 times, and not at all while its key differs from
+///   the base only in its low 6 bits). The key is computed when the task
+///   becomes runnable (its group's service at that moment) and never
+///   updated while it waits; the running task is charged after its poll,
+///   in O(1), so its next push sees the new total. This is exact LAS on
+///   the keys (the key of a waiting task is stale by what its group's
+///   other tasks received since it was pushed; that only favours tasks
+///   already waiting). The order follows measured durations, so it visits
+///   the tasks in an order close to random: every eighth pop, the run loop
+///   prefetches the next 16 tasks of the least key (their slab entries
+///   and cells, and this scheduler's per-task words), so that their cache
+///   misses overlap instead of opening each poll.
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -113,8 +125,9 @@ pub struct Las {
 /// The ordering structure: exact keys, or keys quantized to levels.
 #[derive(Debug)]
 enum Order {
-    /// `(service at push, sequence, task)`, least first.
-    Exact(BinaryHeap<Reverse<(u64, u64, TaskKey)>>),
+    /// `(service at push, sequence, task)`, least first (boxed: its
+    /// bitmaps would make every queue's scheduler as large).
+    Exact(Box<Radix>),
     /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
     /// set: level `l` holds an entry, live or not).
     Levels {
@@ -126,7 +139,162 @@ enum Order {
 
 impl Default for Order {
     fn default() -> Self {
-        Order::Exact(BinaryHeap::new())
+        Order::Exact(Box::default())
+    }
+}
+
+/// An entry of [`Radix`]: `(key, sequence, task)`, ordered by key, then
+/// sequence.
+type Entry = (u64, u64, TaskKey);
+
+/// Bits of a key per level of [`Radix`]: 64 slots per level.
+const DIGIT: u32 = 6;
+/// Levels of [`Radix`]: enough digits for 64-bit keys.
+const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
+
+/// How many pops of an exact `Las` apart the run loop prefetches the
+/// tasks of its next entries, and half their number
+/// ([`Las::upcoming`]).
+const UPCOMING: usize = 8;
+
+/// The exact form's priority queue: a radix heap of `(key, sequence,
+/// task)` entries with 64 slots per level (6 bits of the key), popped
+/// least key first, equal keys in sequence order, and a binary heap for
+/// keys below the radix part's base.
+///
+/// * `base`: every entry of the radix part has a key of at least `base`
+///   (0 when the structure is empty). Entry `k` sits at level `l` = the
+///   6-bit digit of its highest bit that differs from `base` (0 when
+///   `k == base`), in slot = its own digit `l`: the keys of a level share
+///   every digit above `l` with `base`, so slots hold disjoint key ranges
+///   in increasing order, level by level; a slot of level 0 holds one key.
+/// * Pop: the front of level 0's first non-empty slot (bitmaps of the
+///   non-empty levels and slots, `trailing_zeros`). When level 0 is empty,
+///   the first non-empty slot of the lowest non-empty level is
+///   redistributed: its least key becomes `base`, and its entries move to
+///   the lower levels they belong to then. An entry moves at most once per
+///   level (10 times in all); keys that differ from `base` only in their
+///   low 6 bits never move.
+/// * Order within a slot: pushes append, and a slot receives moved
+///   entries only while it is empty (the levels below the one being
+///   redistributed are empty), in the order they had; so a slot is in
+///   sequence order, and equal keys, which always share a slot, come out
+///   in push order.
+/// * Keys below `base` (a new group, or a group whose service is below
+///   that of the tasks popped before) go to `low`, a binary heap by `(key,
+///   sequence)`: all its keys are below `base`, so it is popped first while
+///   it holds anything.
+///
+/// Entries move by the slot in contiguous memory: a push or pop costs a
+/// few instructions and a cache miss at most at the slot's ends, where a
+/// binary heap of every runnable task sifts `log2(n)` levels (each a
+/// likely cache miss past a few thousand tasks).
+#[derive(Debug, Default)]
+struct Radix {
+    base: u64,
+    /// Slot `s` of level `l` at `64 * l + s` (allocated at the first push).
+    slots: Vec<VecDeque<Entry>>,
+    /// Bit `s` of word `l`: slot `s` of level `l` is not empty.
+    occupied: [u64; LEVELS],
+    /// Bit `l`: level `l` has a non-empty slot.
+    levels: u16,
+    /// Keys below `base`, least first.
+    low: BinaryHeap<Reverse<Entry>>,
+    /// Pops so far (wrapping): when to offer the next entries for
+    /// prefetching ([`upcoming`](Radix::upcoming)).
+    pops: u32,
+}
+
+impl Radix {
+    /// The level and slot of key `k` (`k >= base`).
+    #[inline]
+    fn place(&self, k: u64) -> (usize, usize) {
+        let x = k ^ self.base;
+        let l = if x == 0 {
+            0
+        } else {
+            (x.ilog2() / DIGIT) as usize
+        };
+        (l, ((k >> (DIGIT * l as u32)) & 63) as usize)
+    }
+
+    #[inline]
+    fn insert(&mut self, e: Entry) {
+        let (l, s) = self.place(e.0);
+        self.slots[l * 64 + s].push_back(e);
+        self.occupied[l] |= 1 << s;
+        self.levels |= 1 << l;
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry) {
+        if e.0 < self.base {
+            self.low.push(Reverse(e));
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = (0..LEVELS * 64).map(|_| VecDeque::new()).collect();
+        }
+        self.insert(e);
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<Entry> {
+        self.pops = self.pops.wrapping_add(1);
+        if let Some(Reverse(e)) = self.low.pop() {
+            return Some(e);
+        }
+        if self.levels & 1 == 0 {
+            if self.levels == 0 {
+                // Empty: any key may enter the radix part.
+                self.base = 0;
+                return None;
+            }
+            self.redistribute();
+        }
+        let s = self.occupied[0].trailing_zeros() as usize;
+        let slot = &mut self.slots[s];
+        let e = slot.pop_front();
+        if slot.is_empty() {
+            self.occupied[0] &= !(1 << s);
+            if self.occupied[0] == 0 {
+                self.levels &= !1;
+            }
+        }
+        e
+    }
+
+    /// Moves the entries of the first non-empty slot of the lowest
+    /// non-empty level (not level 0) to the levels below, its least key
+    /// becoming `base`.
+    #[inline(never)]
+    fn redistribute(&mut self) {
+        let l = self.levels.trailing_zeros() as usize;
+        let s = self.occupied[l].trailing_zeros() as usize;
+        let mut src = std::mem::take(&mut self.slots[l * 64 + s]);
+        self.occupied[l] &= !(1 << s);
+        if self.occupied[l] == 0 {
+            self.levels &= !(1 << l);
+        }
+        self.base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
+        for e in src.drain(..) {
+            self.insert(e);
+        }
+        // Its allocation stays with the slot.
+        self.slots[l * 64 + s] = src;
+    }
+
+    /// The next entries to pop in order, at every [`UPCOMING`]th pop
+    /// while `low` is empty: up to `n` from level 0's first non-empty
+    /// slot (the least key's).
+    #[inline]
+    fn upcoming(&self, n: usize) -> impl Iterator<Item = &Entry> + Clone + '_ {
+        let on = self.pops.is_multiple_of(UPCOMING as u32)
+            && self.low.is_empty()
+            && self.levels & 1 != 0;
+        let slot = on.then(|| &self.slots[self.occupied[0].trailing_zeros() as usize]);
+        slot.into_iter()
+            .flat_map(move |q| q.range(..q.len().min(n)))
     }
 }
 
@@ -153,10 +321,14 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 16.8x
-    /// to 17.3x the time of `RunnableFifo` (their order follows measured
-    /// durations, so the tasks run in an order close to random: every poll
-    /// misses the cache, and every pop sifts a 50,000-entry heap), levels
+    /// tasks x 5 yields, every task its own group) exact keys cost 6.6x
+    /// to 9.0x the time of `RunnableFifo` (their order follows measured
+    /// durations, so the tasks run in an order close to random, and their
+    /// polls miss the cache; three runs of `cargo bench -p
+    /// tourbillon-peers --bench compare -- --only "tourbillon
+    /// FIFO,tourbillon LAS"`, 2026-11-29, 2-vCPU VM, `Intel(R) Xeon(R)
+    /// Processor`, Linux 6.18.44, rustc 1.95.0, shared with other builds:
+    /// load average 5.4 to 5.6), levels
     /// 2.28x to 2.32x, most of it the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
@@ -167,11 +339,11 @@ impl Las {
     }
 
     /// A LAS scheduler with exact keys (attained service in ns), without
-    /// starvation guard: a heap of every runnable task, O(log n) per push
-    /// and pop.
+    /// starvation guard: a radix heap of every runnable task, O(1) per push
+    /// and, amortized, per pop (see the structure above).
     pub fn exact() -> Self {
         Self {
-            order: Order::Exact(BinaryHeap::new()),
+            order: Order::Exact(Box::default()),
             task_service: Vec::new(),
             group_service: Vec::new(),
             queued: Vec::new(),
@@ -338,6 +510,34 @@ impl Las {
         n
     }
 
+    /// Tasks that [`pop`](Scheduler::pop) will return soon if nothing
+    /// is pushed before them, for the run loop to prefetch: with exact
+    /// keys, at every [`UPCOMING`]th pop, the first `2 * UPCOMING` entries
+    /// of the radix heap's level 0 while no key below it waits (possibly
+    /// entries of forgotten tasks); else none. The exact order visits the
+    /// tasks in an order close to random, so each poll would start with
+    /// cache misses; prefetched by the group, their misses overlap.
+    #[inline]
+    pub(crate) fn upcoming(&self) -> impl Iterator<Item = TaskKey> + '_ {
+        let Order::Exact(radix) = &self.order else {
+            return None.into_iter().flatten();
+        };
+        let ids = radix.upcoming(2 * UPCOMING).map(|e| e.2);
+        // Their per-task words (the live entry's sequence number, the
+        // service of the task's own group), prefetched here rather than
+        // missed one by one at each `pop` and `polled`.
+        for task in ids.clone() {
+            let i = task.index() as usize;
+            if let Some(w) = self.queued.get(i) {
+                prefetch_read(w);
+            }
+            if let Some(w) = self.task_service.get(i) {
+                prefetch_read(w);
+            }
+        }
+        Some(ids).into_iter().flatten()
+    }
+
     /// Whether level 0 holds no entry (always, for exact keys).
     #[inline]
     pub(crate) fn front_is_empty(&self) -> bool {
@@ -443,7 +643,7 @@ impl Scheduler for Las {
         let key = self.service_ns(group);
         let seq = self.enter(task);
         match &mut self.order {
-            Order::Exact(heap) => heap.push(Reverse((key, seq, task))),
+            Order::Exact(radix) => radix.push((key, seq, task)),
             Order::Levels {
                 q0_ns,
                 fifos,
@@ -481,8 +681,8 @@ impl Scheduler for Las {
         }
         loop {
             let (seq, task) = match &mut self.order {
-                Order::Exact(heap) => {
-                    let Reverse((_, seq, task)) = heap.pop()?;
+                Order::Exact(radix) => {
+                    let (_, seq, task) = radix.pop()?;
                     (seq, task)
                 }
                 Order::Levels {
@@ -696,6 +896,135 @@ mod tests {
         s.push(TaskKey::new(0, 1), GroupId::task(0));
         assert_eq!(s.pop(), Some(TaskKey::new(0, 1)));
         assert_eq!(s.pop(), None);
+    }
+
+    /// A seeded xorshift generator for the randomized tests.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// The radix heap pops by key, equal keys in push order (the order of
+    /// a sort by `(key, sequence)`), whatever the mix of pushes and pops:
+    /// keys in a narrow range (many ties), keys anywhere in `u64`, keys
+    /// just above and below the last key popped (the binary heap of keys
+    /// below it), against a sorted list.
+    #[test]
+    fn radix_pops_least_key_first_equal_keys_in_push_order() {
+        let mut rng = Rng(0x5EED_0037);
+        for case in 0..300 {
+            let mut radix = Radix::default();
+            let mut model: Vec<Entry> = Vec::new();
+            let mut seq = 0;
+            let mut last = 0u64;
+            let ops = 1 + rng.below(400);
+            for _ in 0..ops {
+                if rng.below(3) == 0 {
+                    model.sort();
+                    let want = (!model.is_empty()).then(|| model.remove(0));
+                    let got = radix.pop();
+                    assert_eq!(got, want, "case {case}");
+                    if let Some(e) = got {
+                        last = e.0;
+                    }
+                    continue;
+                }
+                let key = match case % 4 {
+                    0 => rng.below(8),
+                    1 => rng.below(u64::MAX) << rng.below(64),
+                    2 => last.saturating_add(rng.below(64)),
+                    _ => last
+                        .saturating_sub(rng.below(16))
+                        .saturating_add(rng.below(16)),
+                };
+                seq += 1;
+                let e = (key, seq, t(rng.below(1000) as u32));
+                radix.push(e);
+                model.push(e);
+            }
+            model.sort();
+            for want in model {
+                assert_eq!(radix.pop(), Some(want), "case {case}");
+            }
+            assert_eq!(radix.pop(), None);
+        }
+    }
+
+    /// `Las::exact()` against a reference model (a list of `(key, push
+    /// number, task)`, popped by least key, then push number; a group's
+    /// service the sum of its polls, reset when it ends): random pushes,
+    /// pops, polls, removals (`forget`), ends of groups, tasks of their own
+    /// groups and of keyed ones, with and without a guard that never
+    /// fires.
+    #[test]
+    fn exact_las_matches_a_reference_model() {
+        let mut rng = Rng(0x1A5_0037);
+        for case in 0..200 {
+            let guarded = case % 2 == 1;
+            let mut s = Las::exact();
+            if guarded {
+                s = s.max_wait(Duration::from_secs(1 << 40));
+            }
+            let tasks = 1 + rng.below(40) as u32;
+            // Task i's group: its own, or keyed group i % 3.
+            let group = |i: u32| {
+                if i.is_multiple_of(4) {
+                    GroupId::keyed(i % 3)
+                } else {
+                    GroupId::task(i)
+                }
+            };
+            let mut service = std::collections::HashMap::<GroupId, u64>::new();
+            let mut queued: Vec<(u64, u64, u32)> = Vec::new();
+            let mut pushes = 0;
+            for step in 0..600 {
+                let i = rng.below(tasks as u64) as u32;
+                let g = group(i);
+                match rng.below(10) {
+                    0..=3 if !queued.iter().any(|e| e.2 == i) => {
+                        pushes += 1;
+                        let key = service.get(&g).copied().unwrap_or(0);
+                        queued.push((key, pushes, i));
+                        s.push(t(i), g);
+                    }
+                    4..=6 => {
+                        queued.sort();
+                        let want = (!queued.is_empty()).then(|| queued.remove(0).2);
+                        let got = s.pop().map(|k| k.index());
+                        assert_eq!(got, want, "case {case}, step {step}");
+                        if let Some(j) = got {
+                            // Polled for 0 to 3 us, in ns steps of 250
+                            // (ties are common).
+                            let ns = 250 * rng.below(13);
+                            *service.entry(group(j)).or_insert(0) += ns;
+                            s.polled(t(j), group(j), Some(Duration::from_nanos(ns)), false);
+                        }
+                    }
+                    7 => {
+                        queued.retain(|e| e.2 != i);
+                        s.forget(t(i), g);
+                    }
+                    8 if !queued.iter().any(|e| group(e.2) == g) => {
+                        service.remove(&g);
+                        s.group_ended(g);
+                    }
+                    _ => {}
+                }
+                assert_eq!(s.len(), queued.len(), "case {case}, step {step}");
+                assert_eq!(
+                    s.service(g),
+                    Duration::from_nanos(service.get(&g).copied().unwrap_or(0))
+                );
+            }
+            queued.sort();
+            let rest: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|k| k.index()).collect();
+            assert_eq!(rest, queued.iter().map(|e| e.2).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! the allocation counts are those of the executors).
 //!
 //! Systems: tourbillon with one `RunnableFifo` queue, with one `Las::new()`
-//! queue, with 4 queues of shares 1:2:3:4, with 8 queues of shares
+//! queue, with one `Las::exact()` queue, with 4 queues of shares 1:2:3:4, with 8 queues of shares
 //! 1:2:...:8 (tasks spread round-robin) and with one `RunnableFifo` queue
 //! that reads the clock once per poll (a stall detector of one hour, which
 //! never reports: a clock read, a look at the task's name and a comparison
@@ -400,6 +400,7 @@ impl Sys for Tourbillon {
 enum TbKind {
     Fifo,
     Las,
+    LasExact,
     FourQueues,
     EightQueues,
     /// One `RunnableFifo` queue and a stall detector of one hour, which
@@ -423,6 +424,13 @@ fn run_tourbillon(kind: TbKind, w: Workload, sz: &Sizes) -> Result<Sample, Strin
             b = b.queue_with(
                 0,
                 tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::new()),
+            );
+            1
+        }
+        TbKind::LasExact => {
+            b = b.queue_with(
+                0,
+                tourbillon::QueueSpec::new(1).scheduler(tourbillon::sched::Las::exact()),
             );
             1
         }
@@ -808,6 +816,10 @@ fn systems() -> Vec<System_> {
             Box::new(|w, sz| run_tourbillon(TbKind::Las, w, sz)),
         ),
         (
+            "tourbillon LAS exact",
+            Box::new(|w, sz| run_tourbillon(TbKind::LasExact, w, sz)),
+        ),
+        (
             "tourbillon 4 queues 1:2:3:4",
             Box::new(|w, sz| run_tourbillon(TbKind::FourQueues, w, sz)),
         ),
@@ -917,11 +929,25 @@ impl Report<'_> {
     /// one queue, and W1 on 8 queues of different shares against one.
     fn relative_targets(&self) -> Vec<Target> {
         let (fifo, floor) = ("tourbillon FIFO", "floor (minimal executor)");
-        let rows: [(&'static str, &str, &str, usize, f64); 7] = [
+        let rows: [(&'static str, &str, &str, usize, f64); 9] = [
             ("W3 FIFO / floor", fifo, floor, 2, 1.10),
             ("W4 FIFO / floor", fifo, floor, 3, 1.10),
             ("W2 FIFO / floor (ahead of it)", fifo, floor, 1, 1.00),
             ("W1 Las::new() / FIFO", "tourbillon LAS", fifo, 0, 1.25),
+            (
+                "W1 Las::exact() / FIFO",
+                "tourbillon LAS exact",
+                fifo,
+                0,
+                4.0,
+            ),
+            (
+                "W1 Las::new() / a clock read per poll",
+                "tourbillon LAS",
+                CLOCK_PER_POLL,
+                0,
+                1.05,
+            ),
             (
                 "W4 queue switch / one queue",
                 "tourbillon 4 queues 1:2:3:4",
