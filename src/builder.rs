@@ -103,16 +103,20 @@ impl<K: QueueKey> Builder<K> {
     /// Cost: one clock read per spawn, per wake on the executor's thread
     /// and per poll (the poll's read is shared with the
     /// [stall detector](Self::stall_detector)), a read of the task's stamp
-    /// before each poll and a histogram record after it. On the headline
-    /// workload of near-empty polls (`cargo bench --bench overhead`,
-    /// 50,000 tasks x 5 yields on one `RunnableFifo` queue), the
-    /// histograms and a stall detector together make the run 2.50x to
-    /// 2.58x as long as the same run without them, and a clock read per
-    /// poll alone 1.88x to 1.92x (three runs; 2-vCPU Xeon VM, TSC clock,
-    /// 2026-11-26): a clock read costs about as much as the rest of such a
-    /// poll. `valgrind --tool=callgrind` counts 2,192 instructions per task
-    /// against 1,300 without them (`overhead_profile observe 3` and `3 5 1
-    /// fresh`, PROFILING.md, 2026-11-26).
+    /// before each poll and a delay kept for the run, which records the
+    /// delays of its polls in its queue's histogram when it ends (and
+    /// before [`Executor::stats`](crate::Executor::stats) or
+    /// [`queue_stats`](crate::Executor::queue_stats) reads them). On the
+    /// headline workload of near-empty polls (`cargo bench --bench
+    /// overhead`, 50,000 tasks x 5 yields on one `RunnableFifo` queue),
+    /// the histograms and a stall detector together make the run 2.55x to
+    /// 2.65x as long as the same run without them, and a clock read per
+    /// poll alone 2.21x to 2.33x (three runs of 15 rounds; 2-vCPU Xeon VM,
+    /// TSC clock, load average 0.6 to 0.9, 2026-11-29): a clock read costs
+    /// more than the rest of such a poll. `valgrind --tool=callgrind`
+    /// counts 2,267 instructions per task with them, 1,859 with a clock
+    /// read per poll alone and 1,324 without either
+    /// (`docs/profiling/callgrind_table.sh`, PROFILING.md).
     /// Polls that do real work make the share smaller.
     ///
     /// ```
@@ -206,13 +210,13 @@ impl<K: QueueKey> Builder<K> {
     /// (no stall detector, histograms or timeline) contains no timeline
     /// code. On the headline workload of near-empty polls (50,000 tasks x
     /// 5 yields on one `RunnableFifo` queue), `valgrind --tool=callgrind`
-    /// counts 2,069 instructions per task with it against 1,326 without
-    /// (`overhead_profile timeline 3` and `3 5 1 fresh`), and
-    /// `cargo bench --bench overhead` times the run 2.32x and 2.41x as
-    /// long (two runs, 31 and 15 rounds, alternated, medians), 0.99x and
-    /// 1.17x the same run with a clock read per poll alone (2-vCPU Xeon
-    /// VM under a load average of 10 to 12 from other processes, which
-    /// spreads single rounds over a factor of 10; 2026-11-29): the clock
+    /// counts 1,993 instructions per task with it against 1,324 without
+    /// and 1,859 with a clock read per poll alone
+    /// (`docs/profiling/callgrind_table.sh`), and
+    /// `cargo bench --bench overhead` times the run 2.56x to 2.58x as long
+    /// as without it, 1.11x to 1.16x the run with a clock read per poll
+    /// alone (three runs of 15 rounds, alternated, medians; 2-vCPU Xeon
+    /// VM, load average 0.6 to 0.9, 2026-11-29): the clock
     /// read is most of it. Polls that do real work make the share smaller.
     ///
     /// ```
