@@ -100,7 +100,7 @@ use crate::error::try_spawn::TrySpawnError;
 use crate::queue::QueueKey;
 use crate::remote::bounded::BoundedRemoteSpawner;
 use crate::remote::launch::Make;
-use crate::remote::op::{Executor, RemoteOp};
+use crate::remote::op::{ExecutorTarget, RemoteOp};
 use crate::remote::spawner::RemoteJoinHandle;
 use crate::stats::ExecutorStats;
 use crate::timeline::Timeline;
@@ -519,14 +519,14 @@ where
     fn call<R, F>(&self, core: usize, f: F) -> impl Future<Output = Result<R, ControlError>> + Send
     where
         R: Send + 'static,
-        F: FnOnce(&Executor) -> R + Send + 'static,
+        F: FnOnce(&ExecutorTarget) -> R + Send + 'static,
     {
         let sent = self
             .entry(core)
             .map_err(ControlError::from)
             .and_then(|entry| {
                 let (tx, rx) = futures_channel::oneshot::channel();
-                let op = RemoteOp::Call(Box::new(move |c: &Executor| {
+                let op = RemoteOp::Call(Box::new(move |c: &ExecutorTarget| {
                     let _ = tx.send(f(c));
                 }));
                 entry

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::launch::Launch;
-use super::op::{Executor, SpawnOp};
+use super::op::{ExecutorTarget, SpawnOp};
 use super::spawner::{take, Pending, Shared};
 use super::ticket::{Admitted, Ticket};
 use crate::boundary;
@@ -22,7 +22,7 @@ impl<L: Launch> SpawnOp for Shared<L::Output, Pending<L>> {
         self.spawn.queue
     }
 
-    fn run(self: Arc<Self>, target: &Executor, ticket: Ticket) {
+    fn run(self: Arc<Self>, target: &ExecutorTarget, ticket: Ticket) {
         let Some(future) = take(&self.spawn.future) else {
             return;
         };

@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use super::backlog::{Backlog, WINDOW};
-use super::op::{Executor, Remote, RemoteOp, RemoteSpawn};
+use super::op::{ExecutorTarget, Remote, RemoteOp, RemoteSpawn};
 use super::ticket::Ticket;
 use crate::boundary;
 use crate::task::id::TaskKey;
@@ -43,7 +43,7 @@ impl Intake {
     /// where it is called: with nothing in the inbox and nothing waiting
     /// it costs two loads.
     #[inline(always)]
-    pub(crate) fn at_boundary(&self, target: &Executor, turn_start: bool) {
+    pub(crate) fn at_boundary(&self, target: &ExecutorTarget, turn_start: bool) {
         if self.inbox.has_pending() {
             // The inbox's ops wait while the remote backlog is long (they
             // are taken at the next turn's start); its wakes never do.
@@ -64,7 +64,7 @@ impl Intake {
     /// of the remote backlog.
     #[cold]
     #[inline(never)]
-    fn drain(&self, target: &Executor, take_ops: bool) {
+    fn drain(&self, target: &ExecutorTarget, take_ops: bool) {
         let (mut ids, mut ops) = self.batch.take();
         self.inbox
             .drain_into(&mut ids, take_ops.then_some(&mut ops));
@@ -90,7 +90,7 @@ impl Intake {
     /// A spawn taken from the inbox: made a task at once if its queue's
     /// window admits it with nothing waiting before it, else put at the
     /// end of its queue's line of the remote backlog.
-    fn take(&self, target: &Executor, spawn: RemoteSpawn) {
+    fn take(&self, target: &ExecutorTarget, spawn: RemoteSpawn) {
         let q = spawn.queue();
         if self.backlog.admit_now(q) {
             run_admitted(target, q, spawn);
@@ -103,7 +103,7 @@ impl Intake {
     /// borrow of the backlog is held while a spawn runs.
     #[cold]
     #[inline(never)]
-    fn admit(&self, target: &Executor) {
+    fn admit(&self, target: &ExecutorTarget) {
         while let Some((q, spawn)) = self.backlog.admit() {
             run_admitted(target, q, spawn);
         }
@@ -128,7 +128,7 @@ impl Intake {
 
     /// Ends the spawns waiting for quarantined queue `q` (each sees the
     /// quarantine and ends as its queue's tasks did).
-    pub(crate) fn end_line(&self, target: &Executor, q: usize) {
+    pub(crate) fn end_line(&self, target: &ExecutorTarget, q: usize) {
         for spawn in self.backlog.take_line(q) {
             run_unadmitted(target, spawn);
         }
@@ -139,7 +139,7 @@ impl Intake {
     /// drops its future (its handle reads `Cancelled`), counted in
     /// `dropped` under its queue; each call is dropped (its caller reads
     /// the shutdown). Every drop is behind a boundary of its own.
-    pub(crate) fn close(&self, target: &Executor, dropped: &mut [u64]) {
+    pub(crate) fn close(&self, target: &ExecutorTarget, dropped: &mut [u64]) {
         for op in self.inbox.close() {
             match op {
                 RemoteOp::Spawn(spawn) => drop_spawn(target, spawn, dropped),
@@ -163,7 +163,7 @@ impl Intake {
 /// Runs an admitted spawn of queue `q` with the ticket of its place,
 /// behind a boundary (it may drop a future aborted before it started, or
 /// wake a host: user code).
-fn run_admitted(target: &Executor, q: usize, spawn: RemoteSpawn) {
+fn run_admitted(target: &ExecutorTarget, q: usize, spawn: RemoteSpawn) {
     let ticket = Ticket::new(target.window(), q);
     if let Err(p) = boundary::call(|| spawn.run(target, ticket)) {
         target.report(p);
@@ -172,7 +172,7 @@ fn run_admitted(target: &Executor, q: usize, spawn: RemoteSpawn) {
 
 /// Runs a spawn that holds no place in a window (its queue is quarantined,
 /// or the executor shuts down), behind a boundary.
-fn run_unadmitted(target: &Executor, spawn: RemoteSpawn) {
+fn run_unadmitted(target: &ExecutorTarget, spawn: RemoteSpawn) {
     if let Err(p) = boundary::call(|| spawn.run(target, Ticket::none())) {
         target.report(p);
     }
@@ -180,7 +180,7 @@ fn run_unadmitted(target: &Executor, spawn: RemoteSpawn) {
 
 /// Drops an accepted remote spawn that never became a task (shutdown),
 /// counted in `dropped` under its queue.
-fn drop_spawn(target: &Executor, spawn: RemoteSpawn, dropped: &mut [u64]) {
+fn drop_spawn(target: &ExecutorTarget, spawn: RemoteSpawn, dropped: &mut [u64]) {
     if let Some(n) = dropped.get_mut(spawn.queue()) {
         *n += 1;
     }

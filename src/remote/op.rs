@@ -25,10 +25,10 @@ pub(crate) enum RemoteOp {
 }
 
 /// A call on the executor's thread ([`RemoteOp::Call`]).
-pub(crate) type Call = Box<dyn FnOnce(&Executor) + Send>;
+pub(crate) type Call = Box<dyn FnOnce(&ExecutorTarget) + Send>;
 
 /// The executor, as remote work reaches it.
-pub(crate) type Executor = dyn Target<Remote>;
+pub(crate) type ExecutorTarget = dyn Target<Remote>;
 
 impl std::fmt::Debug for RemoteOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -51,7 +51,7 @@ pub(crate) trait SpawnOp: Send + Sync {
     fn queue(&self) -> usize;
     /// Spawns the task on the executor's thread, at a poll boundary; its
     /// future holds `ticket` until its first poll.
-    fn run(self: Arc<Self>, target: &Executor, ticket: Ticket);
+    fn run(self: Arc<Self>, target: &ExecutorTarget, ticket: Ticket);
     /// Drops the future unpolled: the handle reads `Cancelled`.
     fn cancel(self: Arc<Self>);
 }
@@ -74,7 +74,7 @@ impl RemoteSpawn {
 
     /// Runs the spawn on the executor's thread; the task's future holds
     /// `ticket` until its first poll.
-    pub(crate) fn run(mut self, target: &Executor, ticket: Ticket) {
+    pub(crate) fn run(mut self, target: &ExecutorTarget, ticket: Ticket) {
         if let Some(op) = self.0.take() {
             op.run(target, ticket);
         }
