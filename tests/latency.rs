@@ -4,6 +4,11 @@
 //! without the setting, the builder's host-yield interval applies.
 //! Deterministic: the virtual clock, and exact counts of turns.
 
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tourbillon::clock::ManualClock;
@@ -107,4 +112,66 @@ fn latency_out_of_range_is_refused() {
             }
         );
     }
+}
+
+/// The queue each poll of one driver turn belonged to, for the first
+/// `turns` turns of a `run_until` polled by hand (one host poll is one
+/// turn): a foreground queue (99 shares, the given latency requirement)
+/// whose one task polls once for 10 us and then waits for the host, and a
+/// background queue (1 share) of four tasks that each poll once for
+/// 100 us and then wait.
+fn polls_per_turn(fg_latency: Option<Duration>, turns: usize) -> Vec<Vec<&'static str>> {
+    let clock = ManualClock::new();
+    let mut fg = QueueSpec::new(99);
+    if let Some(l) = fg_latency {
+        fg = fg.latency(l);
+    }
+    let ex = Builder::new()
+        .queue_with("fg", fg)
+        .queue("bg", 1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut spawn = |queue: &'static str, poll: Duration| {
+        let (c, l) = (clock.clone(), log.clone());
+        ex.spawn(queue, async move {
+            l.borrow_mut().push(queue);
+            c.advance(poll);
+            // A socket that has nothing yet: only the host could wake it.
+            std::future::pending::<()>().await;
+        })
+        .unwrap();
+    };
+    spawn("fg", Duration::from_micros(10));
+    for _ in 0..4 {
+        spawn("bg", Duration::from_micros(100));
+    }
+    let mut host = pin!(ex.run_until(std::future::pending::<()>()));
+    let mut cx = Context::from_waker(Waker::noop());
+    (0..turns)
+        .map(|_| {
+            assert!(host.as_mut().poll(&mut cx).is_pending());
+            std::mem::take(&mut *log.borrow_mut())
+        })
+        .collect()
+}
+
+#[test]
+fn a_departing_latency_queue_returns_to_the_host_before_another_queue_runs() {
+    // R8e: the foreground queue (earlier deadline, picked first) departs
+    // after its poll while the background one is runnable: the turn ends
+    // there, and the host's I/O is checked before a background poll. The
+    // next turns are the background's, one poll each (the waiting queue's
+    // 50 us interval, R8d).
+    assert_eq!(
+        polls_per_turn(Some(Duration::from_micros(50)), 4),
+        [vec!["fg"], vec!["bg"], vec!["bg"], vec!["bg"]]
+    );
+    // Without the requirement the background runs on in the same turn
+    // until the builder's 200 us interval is spent (after its second poll).
+    assert_eq!(
+        polls_per_turn(None, 3),
+        [vec!["fg", "bg", "bg"], vec!["bg", "bg"], vec![]]
+    );
 }

@@ -458,9 +458,16 @@ impl<'a> Run<'a> {
             if empty && qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
                 if qs.list[q].latency_ns.is_some() {
-                    // A latency-sensitive queue now waits for the host.
+                    // A latency-sensitive queue now waits for the host: if
+                    // another queue would run next, the host runs its I/O
+                    // first (R8e), so that what it finds for this queue
+                    // does not wait for that queue's poll.
+                    let others = qs.eevdf.runnable_count() > 0 || !qs.pending.is_empty();
                     drop(qs);
                     self.core.update_host_interval();
+                    if others {
+                        r.turn.over.set(true);
+                    }
                 }
             }
         }

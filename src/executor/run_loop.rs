@@ -23,7 +23,9 @@
 //! (`max_polls` polls or the turn's host interval, R8d). The host interval
 //! is the builder's `host_yield_interval`, or the shortest latency
 //! requirement (`QueueSpec::latency`) of a queue that waits for the host,
-//! computed at the start of the turn and again when such a queue departs.
+//! computed at the start of the turn and again when such a queue departs;
+//! that departure ends the turn if another queue would run next (R8e,
+//! `Run::end_run`).
 
 use std::time::Duration;
 

@@ -74,9 +74,13 @@ impl QueueSpec {
     /// (its tasks wait for a socket, a timer or another wake from the host),
     /// the executor returns to its host at least every `latency`, so that a
     /// readiness the host discovers for it is seen within about `latency`
-    /// plus the poll in flight. Once the queue is runnable, EEVDF decides
-    /// when it runs (a queue with more shares preempts at the next poll
-    /// boundary).
+    /// plus the poll in flight. When the queue's last runnable task goes
+    /// to wait while another queue is runnable, the executor returns to
+    /// its host at once, before that queue's next poll: requests that
+    /// arrived while the queue ran are found first, and the other queue
+    /// runs only if the host had nothing for this one. Once the queue is
+    /// runnable, EEVDF decides when it runs (a queue with more shares
+    /// preempts at the next poll boundary).
     ///
     /// Without it, a waiting queue's I/O is discovered at the builder's
     /// [`host_yield_interval`](crate::Builder::host_yield_interval)
