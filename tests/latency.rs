@@ -133,15 +133,18 @@ fn polls_per_turn(fg_latency: Option<Duration>, turns: usize) -> Vec<Vec<&'stati
         .build()
         .unwrap();
     let log = Rc::new(RefCell::new(Vec::new()));
-    let mut spawn = |queue: &'static str, poll: Duration| {
+    let spawn = |queue: &'static str, poll: Duration| {
         let (c, l) = (clock.clone(), log.clone());
-        ex.spawn(queue, async move {
-            l.borrow_mut().push(queue);
-            c.advance(poll);
-            // A socket that has nothing yet: only the host could wake it.
-            std::future::pending::<()>().await;
-        })
-        .unwrap();
+        // Detached: the tasks never end, and the executor is dropped with
+        // them pending.
+        let _detached = ex
+            .spawn(queue, async move {
+                l.borrow_mut().push(queue);
+                c.advance(poll);
+                // A socket that has nothing yet: only the host could wake it.
+                std::future::pending::<()>().await;
+            })
+            .unwrap();
     };
     spawn("fg", Duration::from_micros(10));
     for _ in 0..4 {
