@@ -93,7 +93,10 @@ impl<'a> Held<'a> {
             QueueScheduler::Las(l) if l.batches() => l.take_front(&r.held.batch.0),
             QueueScheduler::Las(l) => {
                 let n = l.take_front(&r.held.batch.0);
-                self.prefetch(l);
+                let upcoming = l.upcoming();
+                if !upcoming.is_empty() {
+                    self.prefetch(l, upcoming);
+                }
                 n
             }
             QueueScheduler::Custom(_) => self.take_checked(&mut qs),
@@ -108,13 +111,10 @@ impl<'a> Held<'a> {
     /// misses overlap, and the cells' prefetches do not wait. A hint that
     /// turns out wrong (a push overtook it) costs the reads.
     #[inline(never)]
-    fn prefetch(&self, las: &crate::sched::Las) {
-        let mut ids = las.upcoming().peekable();
-        if ids.peek().is_none() {
-            return;
-        }
+    fn prefetch(&self, las: &crate::sched::Las, upcoming: &[(u64, TaskKey)]) {
+        las.prefetch_own(upcoming);
         if let Ok(tasks) = self.core.tasks.try_borrow() {
-            for id in ids {
+            for &(_, id) in upcoming {
                 tasks.prefetch(id);
             }
         }
@@ -136,6 +136,13 @@ impl<'a> Held<'a> {
             1
         } else {
             let len = r.held.refill_after_requeues(&mut qs, self.q);
+            if let QueueScheduler::Las(l) = &qs.list[self.q].sched {
+                // An exact `Las` requeues through the tail too.
+                let upcoming = l.upcoming();
+                if !upcoming.is_empty() {
+                    self.prefetch(l, upcoming);
+                }
+            }
             self.checked_if_custom(&mut qs, len)
         }
     }
