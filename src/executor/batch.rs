@@ -93,9 +93,8 @@ impl<'a> Held<'a> {
             QueueScheduler::Las(l) if l.batches() => l.take_front(&r.held.batch.0),
             QueueScheduler::Las(l) => {
                 let n = l.take_front(&r.held.batch.0);
-                let upcoming = l.upcoming();
-                if !upcoming.is_empty() {
-                    self.prefetch(l, upcoming);
+                if l.prefetch_due() {
+                    self.prefetch(l);
                 }
                 n
             }
@@ -111,12 +110,9 @@ impl<'a> Held<'a> {
     /// misses overlap, and the cells' prefetches do not wait. A hint that
     /// turns out wrong (a push overtook it) costs the reads.
     #[inline(never)]
-    fn prefetch(&self, las: &crate::sched::Las, upcoming: &[(u64, TaskKey)]) {
-        las.prefetch_own(upcoming);
+    fn prefetch(&self, las: &crate::sched::Las) {
         if let Ok(tasks) = self.core.tasks.try_borrow() {
-            for &(_, id) in upcoming {
-                tasks.prefetch(id);
-            }
+            las.upcoming(|id| tasks.prefetch(id));
         }
     }
 
@@ -138,9 +134,8 @@ impl<'a> Held<'a> {
             let len = r.held.refill_after_requeues(&mut qs, self.q);
             if let QueueScheduler::Las(l) = &qs.list[self.q].sched {
                 // An exact `Las` requeues through the tail too.
-                let upcoming = l.upcoming();
-                if !upcoming.is_empty() {
-                    self.prefetch(l, upcoming);
+                if l.prefetch_due() {
+                    self.prefetch(l);
                 }
             }
             self.checked_if_custom(&mut qs, len)

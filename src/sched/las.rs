@@ -26,25 +26,30 @@ use crate::task::slab::prefetch_read;
 ///
 /// # Structure and cost
 ///
-/// * Exact ([`Las::exact`]): entries `(service at push, push sequence,
-///   task)`, popped least first, in a radix heap: 11 levels of 64 FIFO
-///   slots, an entry's level being the 6-bit digit where its key first
-///   differs from the heap's base (a lower bound of its keys), and keys
-///   below the base in a small binary heap popped first. Equal keys share
-///   a slot, in push order. A push is O(1); a pop is O(1) plus, when level
-///   0 is empty, the move of one slot's entries to lower levels (an entry
-///   moves at most 10 times, and not at all while its key differs from
-///   the base only in its low 6 bits). The key is computed when the task
-///   becomes runnable (its group's service at that moment) and never
-///   updated while it waits; the running task is charged after its poll,
-///   in O(1), so its next push sees the new total. This is exact LAS on
-///   the keys (the key of a waiting task is stale by what its group's
-///   other tasks received since it was pushed; that only favours tasks
-///   already waiting). The order follows measured durations, so it visits
-///   the tasks in an order close to random: every eighth pop, the run loop
-///   prefetches the next 16 tasks of the least key (their slab entries
-///   and cells, and this scheduler's per-task words), so that their cache
-///   misses overlap instead of opening each poll.
+/// * Exact ([`Las::exact`]): entries `(service at push, task)`, 16 bytes,
+///   popped least first, in a radix heap: 11 levels of 64 slots, an
+///   entry's level being the 6-bit digit where its key first differs from
+///   the heap's base (a lower bound of its keys), and keys below the base
+///   in a small binary heap popped first. Equal keys share a slot, in push
+///   order. A push is O(1); a pop is O(1) plus, when level 0 is empty, the
+///   move of one slot's entries to lower levels (an entry moves at most 10
+///   times, and not at all while its key differs from the base only in
+///   its low 6 bits). Slots are `Vec`s; a slot that empties keeps its
+///   buffer for a slot that fills, while the kept buffers' capacity stays
+///   within the entries held, so the memory follows the runnable tasks.
+///   The key is computed when the task becomes runnable (its group's
+///   service at that moment) and never updated while it waits; the
+///   running task is charged after its poll, in O(1), so its next push
+///   sees the new total. This is exact LAS on the keys (the key of a
+///   waiting task is stale by what its group's other tasks received since
+///   it was pushed; that only favours tasks already waiting). The order
+///   follows measured durations, so it visits the tasks in an order close
+///   to random: every eighth pop, the run loop prefetches the tasks 8 to
+///   15 pops ahead (their slab entries and cells, and this scheduler's
+///   service word of each), so that their cache misses overlap instead of
+///   opening each poll. Without a guard, a task of its own group that is
+///   runnable again goes through the run loop's tail, charged and pushed
+///   before the next `pop` (see the batch path below).
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -53,11 +58,13 @@ use crate::task::slab::prefetch_read;
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
 /// * Lazy deletion: a task forgotten while queued (aborted) or served by the
-///   starvation guard leaves its entry behind. With exact keys or a guard
-///   it is skipped when it surfaces, recognised by a per-task sequence
-///   number; with levels and no guard, nothing else leaves entries behind,
-///   so no sequence numbers are kept: the entry is handed out, and the
-///   executor skips it (its task has ended).
+///   starvation guard leaves its entry behind. With a guard it is skipped
+///   when it surfaces, recognised by a per-task sequence number; with
+///   exact keys and no guard, a bit per task says whether it is queued,
+///   and the entry of a task forgotten while queued is skipped when it
+///   surfaces (a set of such tasks, looked up only while it is not
+///   empty); with levels and no guard, no sequence numbers are kept: the
+///   entry is handed out, and the executor skips it (its task has ended).
 /// * The run loop's batch path (quantized keys, no guard): level 0 is a
 ///   FIFO that no push can overtake (a push never goes below level 0), so
 ///   the executor takes its ids 64 at a time and requeues the tasks of
@@ -66,7 +73,9 @@ use crate::task::slab::prefetch_read;
 ///   charged to its group when the requeues are pushed, and a task whose
 ///   group left level 0 goes to its level then. Nothing reaches the
 ///   scheduler in between, so the order is that of one `pop`, one charge
-///   and one `push` per poll.
+///   and one `push` per poll. With exact keys and no guard, the run loop
+///   takes one id at a time and requeues through the same tail, which is
+///   pushed before the next `pop` and before any other push.
 /// * Timing: `Las` asks for each poll's duration
 ///   ([`wants_timing`](Scheduler::wants_timing)), so its queue reads the
 ///   clock once per poll ([`SystemClock`](crate::clock::SystemClock): the
@@ -226,6 +235,10 @@ struct Radix<P> {
     low_pushes: u64,
     /// Empty buffers of slots that emptied, for slots that fill.
     spare: Vec<Vec<Entry<P>>>,
+    /// The capacity of the buffers in `spare`, in entries.
+    spare_cap: usize,
+    /// Entries in the slots (not in `low`).
+    entries: usize,
     /// Pops so far (wrapping): when to offer the next entries for
     /// prefetching ([`upcoming`](Radix::upcoming)).
     pops: u32,
@@ -242,6 +255,8 @@ impl<P> Default for Radix<P> {
             low: BinaryHeap::new(),
             low_pushes: 0,
             spare: Vec::new(),
+            spare_cap: 0,
+            entries: 0,
             pops: 0,
         }
     }
@@ -267,10 +282,12 @@ impl<P: Copy + Ord> Radix<P> {
         // An empty slot has no buffer (it went to `spare`).
         if self.slots[i].capacity() == 0 {
             if let Some(buf) = self.spare.pop() {
+                self.spare_cap -= buf.capacity();
                 self.slots[i] = buf;
             }
         }
         self.slots[i].push(e);
+        self.entries += 1;
         self.occupied[l] |= 1 << s;
         self.levels |= 1 << l;
     }
@@ -306,19 +323,31 @@ impl<P: Copy + Ord> Radix<P> {
         let h = self.heads[s] as usize;
         let slot = &mut self.slots[s];
         let e = slot[h];
+        self.entries -= 1;
         if h + 1 < slot.len() {
             self.heads[s] = (h + 1) as u32;
         } else {
             self.heads[s] = 0;
-            let mut buf = std::mem::take(slot);
-            buf.clear();
-            self.spare.push(buf);
+            let buf = std::mem::take(slot);
+            self.recycle(buf);
             self.occupied[0] &= !(1 << s);
             if self.occupied[0] == 0 {
                 self.levels &= !1;
             }
         }
         Some(e)
+    }
+
+    /// Keeps the buffer of a slot that emptied for a slot that fills,
+    /// while the spare buffers' capacity stays within the number of
+    /// entries held; frees it otherwise.
+    #[inline]
+    fn recycle(&mut self, mut buf: Vec<Entry<P>>) {
+        if self.spare_cap + buf.capacity() <= self.entries {
+            buf.clear();
+            self.spare_cap += buf.capacity();
+            self.spare.push(buf);
+        }
     }
 
     /// Moves the entries of the first non-empty slot of the lowest
@@ -328,7 +357,8 @@ impl<P: Copy + Ord> Radix<P> {
     fn redistribute(&mut self) {
         let l = self.levels.trailing_zeros() as usize;
         let s = self.occupied[l].trailing_zeros() as usize;
-        let mut src = std::mem::take(&mut self.slots[l * 64 + s]);
+        let src = std::mem::take(&mut self.slots[l * 64 + s]);
+        self.entries -= src.len();
         self.occupied[l] &= !(1 << s);
         if self.occupied[l] == 0 {
             self.levels &= !(1 << l);
@@ -337,8 +367,7 @@ impl<P: Copy + Ord> Radix<P> {
         for &e in &src {
             self.insert(e);
         }
-        src.clear();
-        self.spare.push(src);
+        self.recycle(src);
     }
 
     /// Removes the entry whose payload is `p`, if there is one: a scan of
@@ -362,13 +391,13 @@ impl<P: Copy + Ord> Radix<P> {
                     continue;
                 };
                 self.slots[i].remove(h + j);
+                self.entries -= 1;
                 if self.slots[i].len() == h {
                     if l == 0 {
                         self.heads[s] = 0;
                     }
-                    let mut buf = std::mem::take(&mut self.slots[i]);
-                    buf.clear();
-                    self.spare.push(buf);
+                    let buf = std::mem::take(&mut self.slots[i]);
+                    self.recycle(buf);
                     self.occupied[l] &= !(1 << s);
                     if self.occupied[l] == 0 {
                         self.levels &= !(1 << l);
@@ -379,21 +408,35 @@ impl<P: Copy + Ord> Radix<P> {
         }
     }
 
-    /// The next entries to pop in order, at every [`UPCOMING`]th pop
-    /// while `low` is empty: up to `n` from level 0's first non-empty
-    /// slot (the least key's); else none.
-    #[inline]
-    fn upcoming(&self, n: usize) -> &[Entry<P>] {
-        if !self.pops.is_multiple_of(UPCOMING as u32)
-            || self.levels & 1 == 0
-            || !self.low.is_empty()
-        {
-            return &[];
+    /// Whether this pop is one of every [`UPCOMING`]th, and the next
+    /// entries to pop are in level 0 (no key below `base` waits).
+    #[inline(always)]
+    fn prefetch_due(&self) -> bool {
+        self.pops.is_multiple_of(UPCOMING as u32) && self.levels & 1 != 0 && self.low.is_empty()
+    }
+
+    /// Calls `f` with the payloads of the entries that will be popped
+    /// `skip` to `skip + n - 1` pops from now, in order, if nothing is
+    /// pushed before them and they are in level 0 (its slots in key
+    /// order, each from its read position).
+    fn upcoming(&self, skip: usize, n: usize, mut f: impl FnMut(P)) {
+        let (mut skip, mut n) = (skip, n);
+        let mut occupied = self.occupied[0];
+        while occupied != 0 && n > 0 {
+            let s = occupied.trailing_zeros() as usize;
+            occupied &= occupied - 1;
+            let slot = &self.slots[s][self.heads[s] as usize..];
+            if skip >= slot.len() {
+                skip -= slot.len();
+                continue;
+            }
+            let take = &slot[skip..slot.len().min(skip + n)];
+            skip = 0;
+            n -= take.len();
+            for e in take {
+                f(e.1);
+            }
         }
-        let s = self.occupied[0].trailing_zeros() as usize;
-        let h = self.heads[s] as usize;
-        let slot = &self.slots[s];
-        &slot[h..slot.len().min(h + n)]
     }
 }
 
@@ -659,33 +702,40 @@ impl Las {
         n
     }
 
-    /// Entries `(key, task)` that [`pop`](Scheduler::pop) will return
-    /// soon if nothing is pushed before them, for the run loop to
-    /// prefetch: with exact keys and no guard, at every [`UPCOMING`]th
-    /// pop, up to `2 * UPCOMING` entries from the front of the radix
-    /// heap's least key while no key below it waits (possibly entries of
-    /// forgotten tasks); else none. The exact order visits the tasks in an
-    /// order close to random, so each poll would start with cache misses;
-    /// prefetched by the group, their misses overlap. Empty but every
-    /// [`UPCOMING`]th pop: the check is a few instructions.
+    /// Whether the run loop should prefetch the tasks of the next
+    /// entries ([`upcoming`](Las::upcoming)): with exact keys and no
+    /// guard, at every [`UPCOMING`]th pop, while the next entries are in
+    /// the radix heap's level 0 (no key below it waits). A few
+    /// instructions.
     #[inline(always)]
-    pub(crate) fn upcoming(&self) -> &[(u64, TaskKey)] {
+    pub(crate) fn prefetch_due(&self) -> bool {
         match &self.order {
-            Order::Exact(radix) => radix.upcoming(2 * UPCOMING),
-            _ => &[],
+            Order::Exact(radix) => radix.prefetch_due(),
+            _ => false,
         }
     }
 
-    /// Prefetches this scheduler's words of the tasks of `upcoming` (the
-    /// service of each task's own group, read at its `polled` and its
-    /// next `push`), rather than missing them one by one.
+    /// Calls `f` with the tasks that [`pop`](Scheduler::pop) will return
+    /// [`UPCOMING`] to `2 * UPCOMING - 1` pops from now if nothing is
+    /// pushed before them (possibly forgotten ones), for the run loop to
+    /// prefetch their slab entries and cells; prefetches this scheduler's
+    /// own word of each (the service of its own group, read at its next
+    /// charge and push). The exact order visits the tasks in an order
+    /// close to random, so each poll would start with cache misses;
+    /// prefetched a few polls ahead by the group, their misses overlap.
+    /// Called when [`prefetch_due`](Las::prefetch_due): each entry is
+    /// offered once, if the order does not change in between.
     #[inline(never)]
-    pub(crate) fn prefetch_own(&self, upcoming: &[(u64, TaskKey)]) {
-        for &(_, task) in upcoming {
+    pub(crate) fn upcoming(&self, mut f: impl FnMut(TaskKey)) {
+        let Order::Exact(radix) = &self.order else {
+            return;
+        };
+        radix.upcoming(UPCOMING, UPCOMING, |task| {
             if let Some(w) = self.task_service.get(task.index() as usize) {
                 prefetch_read(w);
             }
-        }
+            f(task);
+        });
     }
 
     /// Whether level 0 holds no entry (always, for exact keys).
@@ -1138,6 +1188,66 @@ mod tests {
                 assert_eq!(radix.pop(), Some(want), "case {case}");
             }
             assert_eq!(radix.pop(), None);
+        }
+    }
+
+    /// The radix heap of tasks (no sequence numbers) against a sorted
+    /// list: pops by key, equal keys in push order, with removals of
+    /// entries anywhere (the slow path of a forgotten task pushed again);
+    /// and the entries it offers for prefetching are those the next pops
+    /// return, in order.
+    #[test]
+    fn radix_of_tasks_pops_in_order_removes_and_offers_the_next_entries() {
+        let mut rng = Rng(0x0FF3_0037);
+        for case in 0..300 {
+            let mut radix: Radix<TaskKey> = Radix::default();
+            // (key, push number, task), sorted before use.
+            let mut model: Vec<(u64, u64, TaskKey)> = Vec::new();
+            let mut pushes = 0u64;
+            let mut last = 0u64;
+            for step in 0..400 {
+                match rng.below(6) {
+                    0 | 1 => {
+                        model.sort();
+                        let want = (!model.is_empty()).then(|| model.remove(0));
+                        let got = radix.pop();
+                        assert_eq!(got, want.map(|e| (e.0, e.2)), "case {case}, step {step}");
+                        if let Some(e) = got {
+                            last = e.0;
+                        }
+                    }
+                    2 if !model.is_empty() => {
+                        let i = rng.below(model.len() as u64) as usize;
+                        let e = model.remove(i);
+                        radix.remove(e.2);
+                    }
+                    _ => {
+                        let key = match case % 3 {
+                            0 => rng.below(4),
+                            1 => last.saturating_add(rng.below(300)),
+                            _ => last.saturating_sub(rng.below(8)) + rng.below(100),
+                        };
+                        pushes += 1;
+                        // Distinct tasks: `remove` takes one by its task.
+                        let task = TaskKey::new(pushes as u32, 0);
+                        radix.push((key, task));
+                        model.push((key, pushes, task));
+                    }
+                }
+                model.sort();
+                if radix.low.is_empty() {
+                    let mut offered = Vec::new();
+                    radix.upcoming(3, 5, |task| offered.push(task));
+                    let next: Vec<TaskKey> = model.iter().skip(3).take(5).map(|e| e.2).collect();
+                    assert!(next.starts_with(&offered), "case {case}, step {step}");
+                }
+            }
+            model.sort();
+            for want in model {
+                assert_eq!(radix.pop(), Some((want.0, want.2)), "case {case}");
+            }
+            assert_eq!(radix.pop(), None);
+            assert_eq!(radix.entries, 0);
         }
     }
 
