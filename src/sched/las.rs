@@ -62,8 +62,8 @@ use crate::task::slab::prefetch_read;
 ///   when it surfaces, recognised by a per-task sequence number; with
 ///   exact keys and no guard, a bit per task says whether it is queued,
 ///   and the entry of a task forgotten while queued is skipped when it
-///   surfaces (a set of such tasks, looked up only while it is not
-///   empty); with levels and no guard, no sequence numbers are kept: the
+///   surfaces (a set of such tasks, made and looked up from the first
+///   such `forget` on); with levels and no guard, no sequence numbers are kept: the
 ///   entry is handed out, and the executor skips it (its task has ended).
 /// * The run loop's batch path (quantized keys, no guard): level 0 is a
 ///   FIFO that no push can overtake (a push never goes below level 0), so
@@ -122,9 +122,10 @@ pub struct Las {
     /// words stay in the cache where a word per task would miss).
     queued_bits: Vec<u64>,
     /// Exact keys without a guard: tasks forgotten while queued, whose
-    /// entries are skipped when they surface (looked up only while it is
-    /// not empty).
-    dead: HashSet<TaskKey>,
+    /// entries are skipped when they surface (made at the first such
+    /// `forget`, and looked up only from then on; boxed, so that `Las`
+    /// stays small).
+    dead: Option<Box<Dead>>,
     next_seq: u64,
     len: usize,
     /// Service this queue received so far: the guard's clock.
@@ -139,6 +140,11 @@ pub struct Las {
     batching: bool,
     guard: Option<Guard>,
 }
+
+/// Tasks forgotten while queued ([`Las::forget`] with exact keys and no
+/// guard), whose entries are still in the radix heap.
+#[derive(Debug, Default)]
+struct Dead(HashSet<TaskKey>);
 
 /// The ordering structure: exact keys, or keys quantized to levels.
 #[derive(Debug)]
@@ -490,7 +496,7 @@ impl Las {
             group_service: Vec::new(),
             queued: Vec::new(),
             queued_bits: Vec::new(),
-            dead: HashSet::new(),
+            dead: None,
             next_seq: 0,
             len: 0,
             queue_time: 0,
@@ -589,7 +595,7 @@ impl Las {
         if self.seqs() {
             self.queued.get(task.index() as usize) == Some(&seq)
         } else {
-            self.dead.is_empty() || !self.dead.contains(&task)
+            !self.dead.as_ref().is_some_and(|d| d.0.contains(&task))
         }
     }
 
@@ -847,7 +853,7 @@ impl Scheduler for Las {
         let seq = self.enter(task);
         match &mut self.order {
             Order::Exact(radix) => {
-                if !self.dead.is_empty() && self.dead.remove(&task) {
+                if self.dead.as_mut().is_some_and(|d| d.0.remove(&task)) {
                     // A forgotten task pushed again (the executor never
                     // does this: a forgotten task has ended): its old entry
                     // goes now, so that it cannot be taken for the new one.
@@ -895,7 +901,7 @@ impl Scheduler for Las {
             let (seq, task) = match &mut self.order {
                 Order::Exact(radix) => {
                     let (_, task) = radix.pop()?;
-                    if !self.dead.is_empty() && self.dead.remove(&task) {
+                    if self.dead.as_mut().is_some_and(|d| d.0.remove(&task)) {
                         // Forgotten while queued: `forget` counted it out.
                         continue;
                     }
@@ -964,7 +970,7 @@ impl Scheduler for Las {
                 .is_some_and(|w| w & 1 << (i % 64) != 0)
             {
                 self.take(task);
-                self.dead.insert(task);
+                self.dead.get_or_insert_default().0.insert(task);
             }
             return;
         }
