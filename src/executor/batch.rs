@@ -93,7 +93,9 @@ impl<'a> Held<'a> {
             QueueScheduler::Las(l) if l.batches() => l.take_front(&r.held.batch.0),
             QueueScheduler::Las(l) => {
                 let n = l.take_front(&r.held.batch.0);
-                self.prefetch(l);
+                if l.prefetch_due() {
+                    self.prefetch(l);
+                }
                 n
             }
             QueueScheduler::Custom(_) => self.take_checked(&mut qs),
@@ -109,14 +111,8 @@ impl<'a> Held<'a> {
     /// turns out wrong (a push overtook it) costs the reads.
     #[inline(never)]
     fn prefetch(&self, las: &crate::sched::Las) {
-        let mut ids = las.upcoming().peekable();
-        if ids.peek().is_none() {
-            return;
-        }
         if let Ok(tasks) = self.core.tasks.try_borrow() {
-            for id in ids {
-                tasks.prefetch(id);
-            }
+            las.upcoming(|id| tasks.prefetch(id));
         }
     }
 
@@ -136,6 +132,12 @@ impl<'a> Held<'a> {
             1
         } else {
             let len = r.held.refill_after_requeues(&mut qs, self.q);
+            if let QueueScheduler::Las(l) = &qs.list[self.q].sched {
+                // An exact `Las` requeues through the tail too.
+                if l.prefetch_due() {
+                    self.prefetch(l);
+                }
+            }
             self.checked_if_custom(&mut qs, len)
         }
     }

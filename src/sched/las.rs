@@ -12,7 +12,7 @@
 
 use std::cell::Cell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::time::Duration;
 
 use super::scheduler::Scheduler;
@@ -26,25 +26,30 @@ use crate::task::slab::prefetch_read;
 ///
 /// # Structure and cost
 ///
-/// * Exact ([`Las::exact`]): entries `(service at push, push sequence,
-///   task)`, popped least first, in a radix heap: 11 levels of 64 FIFO
-///   slots, an entry's level being the 6-bit digit where its key first
-///   differs from the heap's base (a lower bound of its keys), and keys
-///   below the base in a small binary heap popped first. Equal keys share
-///   a slot, in push order. A push is O(1); a pop is O(1) plus, when level
-///   0 is empty, the move of one slot's entries to lower levels (an entry
-///   moves at most 10 times, and not at all while its key differs from
-///   the base only in its low 6 bits). The key is computed when the task
-///   becomes runnable (its group's service at that moment) and never
-///   updated while it waits; the running task is charged after its poll,
-///   in O(1), so its next push sees the new total. This is exact LAS on
-///   the keys (the key of a waiting task is stale by what its group's
-///   other tasks received since it was pushed; that only favours tasks
-///   already waiting). The order follows measured durations, so it visits
-///   the tasks in an order close to random: every eighth pop, the run loop
-///   prefetches the next 16 tasks of the least key (their slab entries
-///   and cells, and this scheduler's per-task words), so that their cache
-///   misses overlap instead of opening each poll.
+/// * Exact ([`Las::exact`]): entries `(service at push, task)`, 16 bytes,
+///   popped least first, in a radix heap: 11 levels of 64 slots, an
+///   entry's level being the 6-bit digit where its key first differs from
+///   the heap's base (a lower bound of its keys), and keys below the base
+///   in a small binary heap popped first. Equal keys share a slot, in push
+///   order. A push is O(1); a pop is O(1) plus, when level 0 is empty, the
+///   move of one slot's entries to lower levels (an entry moves at most 10
+///   times, and not at all while its key differs from the base only in
+///   its low 6 bits). Slots are `Vec`s; a slot that empties keeps its
+///   buffer for a slot that fills, while the kept buffers' capacity stays
+///   within the entries held, so the memory follows the runnable tasks.
+///   The key is computed when the task becomes runnable (its group's
+///   service at that moment) and never updated while it waits; the
+///   running task is charged after its poll, in O(1), so its next push
+///   sees the new total. This is exact LAS on the keys (the key of a
+///   waiting task is stale by what its group's other tasks received since
+///   it was pushed; that only favours tasks already waiting). The order
+///   follows measured durations, so it visits the tasks in an order close
+///   to random: every eighth pop, the run loop prefetches the tasks 8 to
+///   15 pops ahead (their slab entries and cells, and this scheduler's
+///   service word of each), so that their cache misses overlap instead of
+///   opening each poll. Without a guard, a task of its own group that is
+///   runnable again goes through the run loop's tail, charged and pushed
+///   before the next `pop` (see the batch path below).
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -53,11 +58,13 @@ use crate::task::slab::prefetch_read;
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
 /// * Lazy deletion: a task forgotten while queued (aborted) or served by the
-///   starvation guard leaves its entry behind. With exact keys or a guard
-///   it is skipped when it surfaces, recognised by a per-task sequence
-///   number; with levels and no guard, nothing else leaves entries behind,
-///   so no sequence numbers are kept: the entry is handed out, and the
-///   executor skips it (its task has ended).
+///   starvation guard leaves its entry behind. With a guard it is skipped
+///   when it surfaces, recognised by a per-task sequence number; with
+///   exact keys and no guard, a bit per task says whether it is queued,
+///   and the entry of a task forgotten while queued is skipped when it
+///   surfaces (a set of such tasks, made and looked up from the first
+///   such `forget` on); with levels and no guard, no sequence numbers are kept: the
+///   entry is handed out, and the executor skips it (its task has ended).
 /// * The run loop's batch path (quantized keys, no guard): level 0 is a
 ///   FIFO that no push can overtake (a push never goes below level 0), so
 ///   the executor takes its ids 64 at a time and requeues the tasks of
@@ -66,7 +73,9 @@ use crate::task::slab::prefetch_read;
 ///   charged to its group when the requeues are pushed, and a task whose
 ///   group left level 0 goes to its level then. Nothing reaches the
 ///   scheduler in between, so the order is that of one `pop`, one charge
-///   and one `push` per poll.
+///   and one `push` per poll. With exact keys and no guard, the run loop
+///   takes one id at a time and requeues through the same tail, which is
+///   pushed before the next `pop` and before any other push.
 /// * Timing: `Las` asks for each poll's duration
 ///   ([`wants_timing`](Scheduler::wants_timing)), so its queue reads the
 ///   clock once per poll ([`SystemClock`](crate::clock::SystemClock): the
@@ -105,8 +114,18 @@ pub struct Las {
     task_service: Vec<u64>,
     /// Service of keyed groups, by registry slot.
     group_service: Vec<u64>,
-    /// Sequence number of each queued task's live entry (0: not queued).
+    /// With a guard: the sequence number of each queued task's live entry
+    /// (0: not queued), by task slab index.
     queued: Vec<u64>,
+    /// Exact keys without a guard: bit `i % 64` of word `i / 64` is set
+    /// while the task in slab slot `i` is queued (a bit per task, so the
+    /// words stay in the cache where a word per task would miss).
+    queued_bits: Vec<u64>,
+    /// Exact keys without a guard: tasks forgotten while queued, whose
+    /// entries are skipped when they surface (made at the first such
+    /// `forget`, and looked up only from then on; boxed, so that `Las`
+    /// stays small).
+    dead: Option<Box<Dead>>,
     next_seq: u64,
     len: usize,
     /// Service this queue received so far: the guard's clock.
@@ -122,12 +141,21 @@ pub struct Las {
     guard: Option<Guard>,
 }
 
+/// Tasks forgotten while queued ([`Las::forget`] with exact keys and no
+/// guard), whose entries are still in the radix heap.
+#[derive(Debug, Default)]
+struct Dead(HashSet<TaskKey>);
+
 /// The ordering structure: exact keys, or keys quantized to levels.
 #[derive(Debug)]
 enum Order {
-    /// `(service at push, sequence, task)`, least first (boxed: its
-    /// bitmaps would make every queue's scheduler as large).
-    Exact(Box<Radix>),
+    /// `(service at push, task)`, least first, equal keys in push order
+    /// (boxed: its bitmaps would make every queue's scheduler as large).
+    Exact(Box<Radix<TaskKey>>),
+    /// The same with a starvation guard: `(service at push, (sequence,
+    /// task))`, the sequence telling the live entry of a task from the
+    /// one the guard left behind.
+    ExactSeq(Box<Radix<(u64, TaskKey)>>),
     /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
     /// set: level `l` holds an entry, live or not).
     Levels {
@@ -143,9 +171,10 @@ impl Default for Order {
     }
 }
 
-/// An entry of [`Radix`]: `(key, sequence, task)`, ordered by key, then
-/// sequence.
-type Entry = (u64, u64, TaskKey);
+/// An entry of [`Radix`]: `(key, payload)`, ordered by key, then by push
+/// order. The payload is the task (`Las::exact()`), or `(sequence, task)`
+/// with a starvation guard, whose entries can go stale.
+type Entry<P> = (u64, P);
 
 /// Bits of a key per level of [`Radix`]: 64 slots per level.
 const DIGIT: u32 = 6;
@@ -157,10 +186,10 @@ const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
 /// ([`Las::upcoming`]).
 const UPCOMING: usize = 8;
 
-/// The exact form's priority queue: a radix heap of `(key, sequence,
-/// task)` entries with 64 slots per level (6 bits of the key), popped
-/// least key first, equal keys in sequence order, and a binary heap for
-/// keys below the radix part's base.
+/// The exact form's priority queue: a radix heap of `(key, payload)`
+/// entries with 64 slots per level (6 bits of the key), popped least key
+/// first, equal keys in push order, and a binary heap for keys below the
+/// radix part's base.
 ///
 /// * `base`: every entry of the radix part has a key of at least `base`
 ///   (0 when the structure is empty). Entry `k` sits at level `l` = the
@@ -168,44 +197,78 @@ const UPCOMING: usize = 8;
 ///   `k == base`), in slot = its own digit `l`: the keys of a level share
 ///   every digit above `l` with `base`, so slots hold disjoint key ranges
 ///   in increasing order, level by level; a slot of level 0 holds one key.
-/// * Pop: the front of level 0's first non-empty slot (bitmaps of the
-///   non-empty levels and slots, `trailing_zeros`). When level 0 is empty,
-///   the first non-empty slot of the lowest non-empty level is
-///   redistributed: its least key becomes `base`, and its entries move to
-///   the lower levels they belong to then. An entry moves at most once per
-///   level (10 times in all); keys that differ from `base` only in their
-///   low 6 bits never move.
+/// * Pop: the entry at the read position (`heads`) of level 0's first
+///   non-empty slot (bitmaps of the non-empty levels and slots,
+///   `trailing_zeros`). When level 0 is empty, the first non-empty slot
+///   of the lowest non-empty level is redistributed: its least key
+///   becomes `base`, and its entries move to the lower levels they belong
+///   to then. An entry moves at most once per level (10 times in all);
+///   keys that differ from `base` only in their low 6 bits never move.
 /// * Order within a slot: pushes append, and a slot receives moved
 ///   entries only while it is empty (the levels below the one being
 ///   redistributed are empty), in the order they had; so a slot is in
-///   sequence order, and equal keys, which always share a slot, come out
-///   in push order.
+///   push order, and equal keys, which always share a slot, come out in
+///   push order.
 /// * Keys below `base` (a new group, or a group whose service is below
 ///   that of the tasks popped before) go to `low`, a binary heap by `(key,
-///   sequence)`: all its keys are below `base`, so it is popped first while
-///   it holds anything.
+///   push number)`: all its keys are below `base`, so it is popped first
+///   while it holds anything.
+/// * Memory: a slot is a `Vec`; a slot that empties hands its buffer to
+///   `spare`, and a slot that fills takes one from there before it
+///   allocates, so the buffers' capacity follows the entries held, not
+///   the number of slots ever used.
 ///
 /// Entries move by the slot in contiguous memory: a push or pop costs a
 /// few instructions and a cache miss at most at the slot's ends, where a
 /// binary heap of every runnable task sifts `log2(n)` levels (each a
 /// likely cache miss past a few thousand tasks).
-#[derive(Debug, Default)]
-struct Radix {
+#[derive(Debug)]
+struct Radix<P> {
     base: u64,
     /// Slot `s` of level `l` at `64 * l + s` (allocated at the first push).
-    slots: Vec<VecDeque<Entry>>,
+    slots: Vec<Vec<Entry<P>>>,
+    /// Read position of each slot of level 0 (the entries before it were
+    /// popped); 0 for an empty slot. Slots of other levels are moved
+    /// whole.
+    heads: [u32; 64],
     /// Bit `s` of word `l`: slot `s` of level `l` is not empty.
     occupied: [u64; LEVELS],
     /// Bit `l`: level `l` has a non-empty slot.
     levels: u16,
-    /// Keys below `base`, least first.
-    low: BinaryHeap<Reverse<Entry>>,
+    /// Keys below `base`, least first: `(key, push number, payload)`.
+    low: BinaryHeap<Reverse<(u64, u64, P)>>,
+    /// Pushes to `low` so far: its tie-break.
+    low_pushes: u64,
+    /// Empty buffers of slots that emptied, for slots that fill.
+    spare: Vec<Vec<Entry<P>>>,
+    /// The capacity of the buffers in `spare`, in entries.
+    spare_cap: usize,
+    /// Entries in the slots (not in `low`).
+    entries: usize,
     /// Pops so far (wrapping): when to offer the next entries for
     /// prefetching ([`upcoming`](Radix::upcoming)).
     pops: u32,
 }
 
-impl Radix {
+impl<P> Default for Radix<P> {
+    fn default() -> Self {
+        Self {
+            base: 0,
+            slots: Vec::new(),
+            heads: [0; 64],
+            occupied: [0; LEVELS],
+            levels: 0,
+            low: BinaryHeap::new(),
+            low_pushes: 0,
+            spare: Vec::new(),
+            spare_cap: 0,
+            entries: 0,
+            pops: 0,
+        }
+    }
+}
+
+impl<P: Copy + Ord> Radix<P> {
     /// The level and slot of key `k` (`k >= base`).
     #[inline]
     fn place(&self, k: u64) -> (usize, usize) {
@@ -219,30 +282,40 @@ impl Radix {
     }
 
     #[inline]
-    fn insert(&mut self, e: Entry) {
+    fn insert(&mut self, e: Entry<P>) {
         let (l, s) = self.place(e.0);
-        self.slots[l * 64 + s].push_back(e);
+        let i = l * 64 + s;
+        // An empty slot has no buffer (it went to `spare`).
+        if self.slots[i].capacity() == 0 {
+            if let Some(buf) = self.spare.pop() {
+                self.spare_cap -= buf.capacity();
+                self.slots[i] = buf;
+            }
+        }
+        self.slots[i].push(e);
+        self.entries += 1;
         self.occupied[l] |= 1 << s;
         self.levels |= 1 << l;
     }
 
     #[inline]
-    fn push(&mut self, e: Entry) {
+    fn push(&mut self, e: Entry<P>) {
         if e.0 < self.base {
-            self.low.push(Reverse(e));
+            self.low_pushes += 1;
+            self.low.push(Reverse((e.0, self.low_pushes, e.1)));
             return;
         }
         if self.slots.is_empty() {
-            self.slots = (0..LEVELS * 64).map(|_| VecDeque::new()).collect();
+            self.slots = (0..LEVELS * 64).map(|_| Vec::new()).collect();
         }
         self.insert(e);
     }
 
     #[inline]
-    fn pop(&mut self) -> Option<Entry> {
+    fn pop(&mut self) -> Option<Entry<P>> {
         self.pops = self.pops.wrapping_add(1);
-        if let Some(Reverse(e)) = self.low.pop() {
-            return Some(e);
+        if let Some(Reverse((k, _, p))) = self.low.pop() {
+            return Some((k, p));
         }
         if self.levels & 1 == 0 {
             if self.levels == 0 {
@@ -253,15 +326,34 @@ impl Radix {
             self.redistribute();
         }
         let s = self.occupied[0].trailing_zeros() as usize;
+        let h = self.heads[s] as usize;
         let slot = &mut self.slots[s];
-        let e = slot.pop_front();
-        if slot.is_empty() {
+        let e = slot[h];
+        self.entries -= 1;
+        if h + 1 < slot.len() {
+            self.heads[s] = (h + 1) as u32;
+        } else {
+            self.heads[s] = 0;
+            let buf = std::mem::take(slot);
+            self.recycle(buf);
             self.occupied[0] &= !(1 << s);
             if self.occupied[0] == 0 {
                 self.levels &= !1;
             }
         }
-        e
+        Some(e)
+    }
+
+    /// Keeps the buffer of a slot that emptied for a slot that fills,
+    /// while the spare buffers' capacity stays within the number of
+    /// entries held; frees it otherwise.
+    #[inline]
+    fn recycle(&mut self, mut buf: Vec<Entry<P>>) {
+        if self.spare_cap + buf.capacity() <= self.entries {
+            buf.clear();
+            self.spare_cap += buf.capacity();
+            self.spare.push(buf);
+        }
     }
 
     /// Moves the entries of the first non-empty slot of the lowest
@@ -271,30 +363,86 @@ impl Radix {
     fn redistribute(&mut self) {
         let l = self.levels.trailing_zeros() as usize;
         let s = self.occupied[l].trailing_zeros() as usize;
-        let mut src = std::mem::take(&mut self.slots[l * 64 + s]);
+        let src = std::mem::take(&mut self.slots[l * 64 + s]);
+        self.entries -= src.len();
         self.occupied[l] &= !(1 << s);
         if self.occupied[l] == 0 {
             self.levels &= !(1 << l);
         }
         self.base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
-        for e in src.drain(..) {
+        for &e in &src {
             self.insert(e);
         }
-        // Its allocation stays with the slot.
-        self.slots[l * 64 + s] = src;
+        self.recycle(src);
     }
 
-    /// The next entries to pop in order, at every [`UPCOMING`]th pop
-    /// while `low` is empty: up to `n` from level 0's first non-empty
-    /// slot (the least key's).
-    #[inline]
-    fn upcoming(&self, n: usize) -> impl Iterator<Item = &Entry> + Clone + '_ {
-        let on = self.pops.is_multiple_of(UPCOMING as u32)
-            && self.low.is_empty()
-            && self.levels & 1 != 0;
-        let slot = on.then(|| &self.slots[self.occupied[0].trailing_zeros() as usize]);
-        slot.into_iter()
-            .flat_map(move |q| q.range(..q.len().min(n)))
+    /// Removes the entry whose payload is `p`, if there is one: a scan of
+    /// every entry, for the rare push of a task whose old entry was left
+    /// behind.
+    #[cold]
+    fn remove(&mut self, p: P) {
+        let before = self.low.len();
+        self.low.retain(|Reverse(e)| e.2 != p);
+        if self.low.len() != before {
+            return;
+        }
+        for l in 0..LEVELS {
+            let mut occupied = self.occupied[l];
+            while occupied != 0 {
+                let s = occupied.trailing_zeros() as usize;
+                occupied &= occupied - 1;
+                let i = l * 64 + s;
+                let h = if l == 0 { self.heads[s] as usize } else { 0 };
+                let Some(j) = self.slots[i][h..].iter().position(|e| e.1 == p) else {
+                    continue;
+                };
+                self.slots[i].remove(h + j);
+                self.entries -= 1;
+                if self.slots[i].len() == h {
+                    if l == 0 {
+                        self.heads[s] = 0;
+                    }
+                    let buf = std::mem::take(&mut self.slots[i]);
+                    self.recycle(buf);
+                    self.occupied[l] &= !(1 << s);
+                    if self.occupied[l] == 0 {
+                        self.levels &= !(1 << l);
+                    }
+                }
+                return;
+            }
+        }
+    }
+
+    /// Whether this pop is one of every [`UPCOMING`]th, and the next
+    /// entries to pop are in level 0 (no key below `base` waits).
+    #[inline(always)]
+    fn prefetch_due(&self) -> bool {
+        self.pops.is_multiple_of(UPCOMING as u32) && self.levels & 1 != 0 && self.low.is_empty()
+    }
+
+    /// Calls `f` with the payloads of the entries that will be popped
+    /// `skip` to `skip + n - 1` pops from now, in order, if nothing is
+    /// pushed before them and they are in level 0 (its slots in key
+    /// order, each from its read position).
+    fn upcoming(&self, skip: usize, n: usize, mut f: impl FnMut(P)) {
+        let (mut skip, mut n) = (skip, n);
+        let mut occupied = self.occupied[0];
+        while occupied != 0 && n > 0 {
+            let s = occupied.trailing_zeros() as usize;
+            occupied &= occupied - 1;
+            let slot = &self.slots[s][self.heads[s] as usize..];
+            if skip >= slot.len() {
+                skip -= slot.len();
+                continue;
+            }
+            let take = &slot[skip..slot.len().min(skip + n)];
+            skip = 0;
+            n -= take.len();
+            for e in take {
+                f(e.1);
+            }
+        }
     }
 }
 
@@ -321,15 +469,15 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 6.6x
-    /// to 9.0x the time of `RunnableFifo` (their order follows measured
+    /// tasks x 5 yields, every task its own group) exact keys cost 5.3x
+    /// to 5.9x the time of `RunnableFifo` (their order follows measured
     /// durations, so the tasks run in an order close to random, and their
     /// polls miss the cache; three runs of `cargo bench -p
-    /// tourbillon-peers --bench compare -- --only "tourbillon
-    /// FIFO,tourbillon LAS"`, 2026-11-29, 2-vCPU VM, `Intel(R) Xeon(R)
-    /// Processor`, Linux 6.18.44, rustc 1.95.0, shared with other builds:
-    /// load average 5.4 to 5.6), levels
-    /// 2.28x to 2.32x, most of it the clock read per poll that `Las` needs
+    /// tourbillon-peers --bench compare -- --only tourbillon --rounds 7`,
+    /// 2026-11-29, 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux
+    /// 6.18.44, rustc 1.95.0, shared with other work: load average 1.7 to
+    /// 1.9), levels 1.8x to 3.0x in the same runs (0.97x to 1.40x a FIFO
+    /// queue with a clock read per poll), most of it the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
     /// gives the two the same thin-task p99 within 10%. Use [`Las::exact`]
@@ -347,6 +495,8 @@ impl Las {
             task_service: Vec::new(),
             group_service: Vec::new(),
             queued: Vec::new(),
+            queued_bits: Vec::new(),
+            dead: None,
             next_seq: 0,
             len: 0,
             queue_time: 0,
@@ -388,6 +538,10 @@ impl Las {
     /// service time (see the starvation guard above).
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.batching = false;
+        if let Order::Exact(_) = self.order {
+            // Entries with sequence numbers: the guard leaves some behind.
+            self.order = Order::ExactSeq(Box::default());
+        }
         self.guard = Some(Guard {
             max_wait_ns: max_wait.as_nanos().min(u64::MAX as u128) as u64,
             arrivals: VecDeque::new(),
@@ -423,26 +577,58 @@ impl Las {
         &mut table[i]
     }
 
-    /// Whether `(seq, task)` is the live entry of a queued task (every
-    /// entry is, when [`batching`](Las::batches)).
-    fn is_live(&self, seq: u64, task: TaskKey) -> bool {
-        self.batching || self.queued.get(task.index() as usize) == Some(&seq)
+    /// Whether the entries carry sequence numbers (with a guard, which
+    /// leaves entries behind that a later push of the same task must not
+    /// revive).
+    #[inline]
+    fn seqs(&self) -> bool {
+        self.guard.is_some()
     }
 
+    /// Whether `(seq, task)` is the live entry of a queued task: every
+    /// entry is when [`batching`](Las::batches); with exact keys and no
+    /// guard, every entry but those of tasks forgotten while queued
+    /// (`dead`); with a guard, the entry whose sequence number is the
+    /// task's.
+    #[inline]
+    fn is_live(&self, seq: u64, task: TaskKey) -> bool {
+        if self.seqs() {
+            self.queued.get(task.index() as usize) == Some(&seq)
+        } else {
+            !self.dead.as_ref().is_some_and(|d| d.0.contains(&task))
+        }
+    }
+
+    #[inline]
     fn take(&mut self, task: TaskKey) -> TaskKey {
-        if !self.batching {
-            self.queued[task.index() as usize] = 0;
+        let i = task.index() as usize;
+        if self.seqs() {
+            self.queued[i] = 0;
+        } else if !self.batching {
+            self.queued_bits[i / 64] &= !(1 << (i % 64));
         }
         self.len -= 1;
         task
     }
 
-    /// The sequence number of a new entry of `task` (0 when
-    /// [`batching`](Las::batches), which keeps none).
+    /// The sequence number of a new entry of `task` (0 without a guard,
+    /// which needs none).
     #[inline]
     fn enter(&mut self, task: TaskKey) -> u64 {
         self.len += 1;
-        if self.batching {
+        if !self.seqs() {
+            if !self.batching {
+                let i = task.index() as usize;
+                if i / 64 >= self.queued_bits.len() {
+                    self.queued_bits.resize(i / 64 + 1, 0);
+                }
+                debug_assert_eq!(
+                    self.queued_bits[i / 64] & 1 << (i % 64),
+                    0,
+                    "{task:?} pushed twice"
+                );
+                self.queued_bits[i / 64] |= 1 << (i % 64);
+            }
             return 0;
         }
         self.next_seq += 1;
@@ -469,6 +655,18 @@ impl Las {
     #[inline]
     pub(crate) fn batches(&self) -> bool {
         self.batching
+    }
+
+    /// Whether the run loop requeues the tasks of their own groups behind
+    /// through its tail and charges their polls when the tail is pushed
+    /// ([`push_back_charged`](Las::push_back_charged)): when it
+    /// [`batches`](Las::batches), and with exact keys and no guard (batches
+    /// of one id: the tail is pushed before the next `pop` and before any
+    /// other push, so the order is that of `polled` and `push` after each
+    /// poll; a guard is left out, its arrival times counting each charge).
+    #[inline]
+    pub(crate) fn requeues_behind(&self) -> bool {
+        self.batching || matches!(self.order, Order::Exact(_))
     }
 
     /// Moves the next ids into `buf` in order and returns how many: up to
@@ -510,32 +708,40 @@ impl Las {
         n
     }
 
-    /// Tasks that [`pop`](Scheduler::pop) will return soon if nothing
-    /// is pushed before them, for the run loop to prefetch: with exact
-    /// keys, at every [`UPCOMING`]th pop, the first `2 * UPCOMING` entries
-    /// of the radix heap's level 0 while no key below it waits (possibly
-    /// entries of forgotten tasks); else none. The exact order visits the
-    /// tasks in an order close to random, so each poll would start with
-    /// cache misses; prefetched by the group, their misses overlap.
-    #[inline]
-    pub(crate) fn upcoming(&self) -> impl Iterator<Item = TaskKey> + '_ {
-        let Order::Exact(radix) = &self.order else {
-            return None.into_iter().flatten();
-        };
-        let ids = radix.upcoming(2 * UPCOMING).map(|e| e.2);
-        // Their per-task words (the live entry's sequence number, the
-        // service of the task's own group), prefetched here rather than
-        // missed one by one at each `pop` and `polled`.
-        for task in ids.clone() {
-            let i = task.index() as usize;
-            if let Some(w) = self.queued.get(i) {
-                prefetch_read(w);
-            }
-            if let Some(w) = self.task_service.get(i) {
-                prefetch_read(w);
-            }
+    /// Whether the run loop should prefetch the tasks of the next
+    /// entries ([`upcoming`](Las::upcoming)): with exact keys and no
+    /// guard, at every [`UPCOMING`]th pop, while the next entries are in
+    /// the radix heap's level 0 (no key below it waits). A few
+    /// instructions.
+    #[inline(always)]
+    pub(crate) fn prefetch_due(&self) -> bool {
+        match &self.order {
+            Order::Exact(radix) => radix.prefetch_due(),
+            _ => false,
         }
-        Some(ids).into_iter().flatten()
+    }
+
+    /// Calls `f` with the tasks that [`pop`](Scheduler::pop) will return
+    /// [`UPCOMING`] to `2 * UPCOMING - 1` pops from now if nothing is
+    /// pushed before them (possibly forgotten ones), for the run loop to
+    /// prefetch their slab entries and cells; prefetches this scheduler's
+    /// own word of each (the service of its own group, read at its next
+    /// charge and push). The exact order visits the tasks in an order
+    /// close to random, so each poll would start with cache misses;
+    /// prefetched a few polls ahead by the group, their misses overlap.
+    /// Called when [`prefetch_due`](Las::prefetch_due): each entry is
+    /// offered once, if the order does not change in between.
+    #[inline(never)]
+    pub(crate) fn upcoming(&self, mut f: impl FnMut(TaskKey)) {
+        let Order::Exact(radix) = &self.order else {
+            return;
+        };
+        radix.upcoming(UPCOMING, UPCOMING, |task| {
+            if let Some(w) = self.task_service.get(task.index() as usize) {
+                prefetch_read(w);
+            }
+            f(task);
+        });
     }
 
     /// Whether level 0 holds no entry (always, for exact keys).
@@ -543,7 +749,7 @@ impl Las {
     pub(crate) fn front_is_empty(&self) -> bool {
         match &self.order {
             Order::Levels { nonempty, .. } => nonempty & 1 == 0,
-            Order::Exact(_) => true,
+            Order::Exact(_) | Order::ExactSeq(_) => true,
         }
     }
 
@@ -599,7 +805,10 @@ impl Las {
     /// Puts `ids` back in front of level 0, in order: undoes a
     /// [`take_front`](Las::take_front) of ids that were not run.
     pub(crate) fn put_front(&mut self, ids: &[Cell<TaskKey>]) {
-        debug_assert!(self.batches(), "tourbillon bug: a Las batch without levels");
+        debug_assert!(
+            self.batches() || ids.is_empty(),
+            "tourbillon bug: a Las batch without levels"
+        );
         let Order::Levels {
             fifos, nonempty, ..
         } = &mut self.order
@@ -643,7 +852,16 @@ impl Scheduler for Las {
         let key = self.service_ns(group);
         let seq = self.enter(task);
         match &mut self.order {
-            Order::Exact(radix) => radix.push((key, seq, task)),
+            Order::Exact(radix) => {
+                if self.dead.as_mut().is_some_and(|d| d.0.remove(&task)) {
+                    // A forgotten task pushed again (the executor never
+                    // does this: a forgotten task has ended): its old entry
+                    // goes now, so that it cannot be taken for the new one.
+                    radix.remove(task);
+                }
+                radix.push((key, task))
+            }
+            Order::ExactSeq(radix) => radix.push((key, (seq, task))),
             Order::Levels {
                 q0_ns,
                 fifos,
@@ -682,7 +900,18 @@ impl Scheduler for Las {
         loop {
             let (seq, task) = match &mut self.order {
                 Order::Exact(radix) => {
-                    let (_, seq, task) = radix.pop()?;
+                    let (_, task) = radix.pop()?;
+                    if self.dead.as_mut().is_some_and(|d| d.0.remove(&task)) {
+                        // Forgotten while queued: `forget` counted it out.
+                        continue;
+                    }
+                    self.len -= 1;
+                    let i = task.index() as usize;
+                    self.queued_bits[i / 64] &= !(1 << (i % 64));
+                    return Some(task);
+                }
+                Order::ExactSeq(radix) => {
+                    let (_, (seq, task)) = radix.pop()?;
                     (seq, task)
                 }
                 Order::Levels {
@@ -732,6 +961,19 @@ impl Scheduler for Las {
             return;
         }
         let i = task.index() as usize;
+        if !self.seqs() {
+            // Exact keys, no guard: the entry stays, skipped when it
+            // surfaces.
+            if self
+                .queued_bits
+                .get(i / 64)
+                .is_some_and(|w| w & 1 << (i % 64) != 0)
+            {
+                self.take(task);
+                self.dead.get_or_insert_default().0.insert(task);
+            }
+            return;
+        }
         if self.queued.get(i).is_some_and(|&s| s != 0) {
             self.take(task);
         }
@@ -919,7 +1161,7 @@ mod tests {
         let mut rng = Rng(0x5EED_0037);
         for case in 0..300 {
             let mut radix = Radix::default();
-            let mut model: Vec<Entry> = Vec::new();
+            let mut model: Vec<Entry<(u64, TaskKey)>> = Vec::new();
             let mut seq = 0;
             let mut last = 0u64;
             let ops = 1 + rng.below(400);
@@ -943,7 +1185,7 @@ mod tests {
                         .saturating_add(rng.below(16)),
                 };
                 seq += 1;
-                let e = (key, seq, t(rng.below(1000) as u32));
+                let e = (key, (seq, t(rng.below(1000) as u32)));
                 radix.push(e);
                 model.push(e);
             }
@@ -952,6 +1194,66 @@ mod tests {
                 assert_eq!(radix.pop(), Some(want), "case {case}");
             }
             assert_eq!(radix.pop(), None);
+        }
+    }
+
+    /// The radix heap of tasks (no sequence numbers) against a sorted
+    /// list: pops by key, equal keys in push order, with removals of
+    /// entries anywhere (the slow path of a forgotten task pushed again);
+    /// and the entries it offers for prefetching are those the next pops
+    /// return, in order.
+    #[test]
+    fn radix_of_tasks_pops_in_order_removes_and_offers_the_next_entries() {
+        let mut rng = Rng(0x0FF3_0037);
+        for case in 0..300 {
+            let mut radix: Radix<TaskKey> = Radix::default();
+            // (key, push number, task), sorted before use.
+            let mut model: Vec<(u64, u64, TaskKey)> = Vec::new();
+            let mut pushes = 0u64;
+            let mut last = 0u64;
+            for step in 0..400 {
+                match rng.below(6) {
+                    0 | 1 => {
+                        model.sort();
+                        let want = (!model.is_empty()).then(|| model.remove(0));
+                        let got = radix.pop();
+                        assert_eq!(got, want.map(|e| (e.0, e.2)), "case {case}, step {step}");
+                        if let Some(e) = got {
+                            last = e.0;
+                        }
+                    }
+                    2 if !model.is_empty() => {
+                        let i = rng.below(model.len() as u64) as usize;
+                        let e = model.remove(i);
+                        radix.remove(e.2);
+                    }
+                    _ => {
+                        let key = match case % 3 {
+                            0 => rng.below(4),
+                            1 => last.saturating_add(rng.below(300)),
+                            _ => last.saturating_sub(rng.below(8)) + rng.below(100),
+                        };
+                        pushes += 1;
+                        // Distinct tasks: `remove` takes one by its task.
+                        let task = TaskKey::new(pushes as u32, 0);
+                        radix.push((key, task));
+                        model.push((key, pushes, task));
+                    }
+                }
+                model.sort();
+                if radix.low.is_empty() {
+                    let mut offered = Vec::new();
+                    radix.upcoming(3, 5, |task| offered.push(task));
+                    let next: Vec<TaskKey> = model.iter().skip(3).take(5).map(|e| e.2).collect();
+                    assert!(next.starts_with(&offered), "case {case}, step {step}");
+                }
+            }
+            model.sort();
+            for want in model {
+                assert_eq!(radix.pop(), Some((want.0, want.2)), "case {case}");
+            }
+            assert_eq!(radix.pop(), None);
+            assert_eq!(radix.entries, 0);
         }
     }
 

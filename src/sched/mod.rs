@@ -210,17 +210,18 @@ impl QueueScheduler {
     pub(crate) fn front(&mut self) -> Option<Front<'_>> {
         match self {
             QueueScheduler::Fifo(f) => Some(Front::Fifo(f)),
-            QueueScheduler::Las(l) if l.batches() => Some(Front::Las(l)),
+            QueueScheduler::Las(l) if l.requeues_behind() => Some(Front::Las(l)),
             _ => None,
         }
     }
     /// The queue's `Las`, if that is its scheduler and it batches
-    /// ([`Las::batches`]): the run loop charges its polls
-    /// ([`Las::charge`]) and requeues through its batch path.
+    /// ([`Las::batches`]) or requeues behind ([`Las::requeues_behind`]):
+    /// the run loop charges its polls ([`Las::charge`]) and requeues
+    /// through its tail.
     #[inline(always)]
     pub(crate) fn batching_las(&mut self) -> Option<&mut Las> {
         match self {
-            QueueScheduler::Las(l) if l.batches() => Some(l),
+            QueueScheduler::Las(l) if l.requeues_behind() => Some(l),
             _ => None,
         }
     }
