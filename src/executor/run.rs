@@ -455,6 +455,8 @@ impl<'a> Run<'a> {
         {
             let mut qs = self.core.queues.borrow_mut();
             let empty = qs.list[q].sched.ran_dry(drained);
+            // A queue switch's placement may have departed it already
+            // (`Queues::switch_now`).
             if empty && qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
                 if qs.list[q].latency_ns.is_some() {
