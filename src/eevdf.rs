@@ -154,7 +154,7 @@ fn div_trunc_i128(a: i128, b: i128) -> i128 {
 /// queues of 2 shares), a division otherwise. Same result either way: a
 /// negative `a` is biased by `b - 1` before the arithmetic shift, which
 /// rounds toward negative infinity.
-#[inline]
+#[inline(always)]
 fn div_trunc_i64(a: i64, b: i64) -> i64 {
     debug_assert!(b > 0);
     if b & (b - 1) == 0 {
@@ -405,9 +405,16 @@ impl Eevdf {
         let v0 = self.v0;
         let e = &mut self.ents[i];
         let old = e.v;
-        e.v = e.v.wrapping_add(vdelta(delta_ns, e.weight));
+        let vd = vdelta(delta_ns, e.weight);
+        e.v = e.v.wrapping_add(vd);
         if e.runnable {
-            self.sum += (rel(e.v, v0) as i128 - rel(old, v0) as i128) * e.weight as i128;
+            // `v - v0` grows by `vd` unless it passes `i64::MAX` (after a
+            // jump of the clock), where `rel` wraps: one 64-by-64-bit
+            // product then.
+            self.sum += match rel(old, v0).checked_add(vd as i64) {
+                Some(_) => vd as i128 * e.weight as i128,
+                None => (rel(e.v, v0) as i128 - rel(old, v0) as i128) * e.weight as i128,
+            };
         }
         if rel(e.v, e.d) >= 0 {
             e.d = e.v.wrapping_add(e.vslice());
@@ -425,14 +432,7 @@ impl Eevdf {
     pub(crate) fn pick(&mut self, prev: Option<usize>, general: bool) -> Option<usize> {
         let chosen = match self.runnable {
             0 => None,
-            1 if !general => {
-                // The lone queue is the minimum of `v0`'s update.
-                let lone = self.first_runnable();
-                if let Some(i) = lone {
-                    self.raise_v0(self.ents[i].v);
-                }
-                return lone;
-            }
+            1 if !general => return self.pick_lone(),
             _ => match prev {
                 Some(c)
                     if self.ents[c].runnable
@@ -446,6 +446,18 @@ impl Eevdf {
         };
         self.advance_v0();
         chosen
+    }
+
+    /// [`pick`](Self::pick) with one runnable queue and no general pick:
+    /// the lone queue, which is also the minimum of `v0`'s update.
+    #[inline(always)]
+    pub(crate) fn pick_lone(&mut self) -> Option<usize> {
+        debug_assert_eq!(self.runnable, 1);
+        let lone = self.first_runnable();
+        if let Some(i) = lone {
+            self.raise_v0(self.ents[i].v);
+        }
+        lone
     }
 
     /// The eligible runnable queue with the earliest deadline, ties to the
@@ -609,7 +621,10 @@ impl Eevdf {
         let Some((sum_b, dw)) = fits else {
             return self.switch_lone_wide(a, b);
         };
-        let lag_a = dw.div_euclid(wa + wb);
+        // `floor(δ·w_b / W)` (`W > 0`): one division, its remainder's sign
+        // rounding the truncated quotient down.
+        let w = wa + wb;
+        let lag_a = dw / w - i64::from(dw % w < 0);
         let limit = self.ents[a].lag_limit();
         let e = &mut self.ents[b];
         e.v = vb;
