@@ -455,7 +455,14 @@ impl Eevdf {
         debug_assert_eq!(self.runnable, 1);
         let lone = self.first_runnable();
         if let Some(i) = lone {
-            self.raise_v0(self.ents[i].v);
+            let v = self.ents[i].v;
+            if rel(v, self.v0) > 0 {
+                // `raise_v0(v)`: `S = (v - v0)·w` for the lone queue, so
+                // `S - (v - v0)·W` is 0, without the product.
+                self.v0 = v;
+                self.sum = 0;
+                debug_assert_eq!(self.weighted_sums(), (0, self.load));
+            }
         }
         lone
     }
