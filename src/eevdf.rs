@@ -154,7 +154,7 @@ fn div_trunc_i128(a: i128, b: i128) -> i128 {
 /// queues of 2 shares), a division otherwise. Same result either way: a
 /// negative `a` is biased by `b - 1` before the arithmetic shift, which
 /// rounds toward negative infinity.
-#[inline]
+#[inline(always)]
 fn div_trunc_i64(a: i64, b: i64) -> i64 {
     debug_assert!(b > 0);
     if b & (b - 1) == 0 {
@@ -405,9 +405,16 @@ impl Eevdf {
         let v0 = self.v0;
         let e = &mut self.ents[i];
         let old = e.v;
-        e.v = e.v.wrapping_add(vdelta(delta_ns, e.weight));
+        let vd = vdelta(delta_ns, e.weight);
+        e.v = e.v.wrapping_add(vd);
         if e.runnable {
-            self.sum += (rel(e.v, v0) as i128 - rel(old, v0) as i128) * e.weight as i128;
+            // `v - v0` grows by `vd` unless it passes `i64::MAX` (after a
+            // jump of the clock), where `rel` wraps: one 64-by-64-bit
+            // product then.
+            self.sum += match rel(old, v0).checked_add(vd as i64) {
+                Some(_) => vd as i128 * e.weight as i128,
+                None => (rel(e.v, v0) as i128 - rel(old, v0) as i128) * e.weight as i128,
+            };
         }
         if rel(e.v, e.d) >= 0 {
             e.d = e.v.wrapping_add(e.vslice());
@@ -425,14 +432,7 @@ impl Eevdf {
     pub(crate) fn pick(&mut self, prev: Option<usize>, general: bool) -> Option<usize> {
         let chosen = match self.runnable {
             0 => None,
-            1 if !general => {
-                // The lone queue is the minimum of `v0`'s update.
-                let lone = self.first_runnable();
-                if let Some(i) = lone {
-                    self.raise_v0(self.ents[i].v);
-                }
-                return lone;
-            }
+            1 if !general => return self.pick_lone(),
             _ => match prev {
                 Some(c)
                     if self.ents[c].runnable
@@ -446,6 +446,25 @@ impl Eevdf {
         };
         self.advance_v0();
         chosen
+    }
+
+    /// [`pick`](Self::pick) with one runnable queue and no general pick:
+    /// the lone queue, which is also the minimum of `v0`'s update.
+    #[inline(always)]
+    pub(crate) fn pick_lone(&mut self) -> Option<usize> {
+        debug_assert_eq!(self.runnable, 1);
+        let lone = self.first_runnable();
+        if let Some(i) = lone {
+            let v = self.ents[i].v;
+            if rel(v, self.v0) > 0 {
+                // `raise_v0(v)`: `S = (v - v0)·w` for the lone queue, so
+                // `S - (v - v0)·W` is 0, without the product.
+                self.v0 = v;
+                self.sum = 0;
+                debug_assert_eq!(self.weighted_sums(), (0, self.load));
+            }
+        }
+        lone
     }
 
     /// The eligible runnable queue with the earliest deadline, ties to the
@@ -559,6 +578,88 @@ impl Eevdf {
         // a debtor leaves and count that drop as more debt.
         self.ents[i].v_saved = self.avg_now();
         debug_assert_eq!(self.ents[i].v_saved, self.avg_of(staying));
+    }
+
+    /// R6 then R7 for a queue switch: queue `b` goes from empty to
+    /// non-empty ([`place`](Self::place)) while `a`, the lone runnable
+    /// queue, runs out of tasks ([`depart`](Self::depart)). The table
+    /// ends exactly as after `place(b)` then `depart(a)`, in one pass.
+    ///
+    /// With `a` alone, V is `v_a`; `b` is placed at `v_b = v_a + δ`
+    /// (`δ = 0` for a fresh queue, else `-vl·(w_a + w_b)/w_a`); the V
+    /// that `a` leaves with is then
+    /// `v0 + floor(((v_a - v0)·w_a + (v_a + δ - v0)·w_b) / (w_a + w_b))`
+    /// `= v_a + floor(δ·w_b / (w_a + w_b))` (the multiple of `W` leaves
+    /// the floor), so its lag is `floor(δ·w_b / W)`, and the V of the
+    /// queues that stay, its `v_saved`, is `v_b`. Computed in 64 bits when
+    /// `δ·w_b` and the sums fit (always, short of a jump of the clock);
+    /// otherwise by `place` and `depart` themselves.
+    #[inline(always)]
+    pub(crate) fn switch_lone(&mut self, a: usize, b: usize) {
+        debug_assert!(a != b && self.ents[a].runnable && !self.ents[b].runnable);
+        debug_assert_eq!(self.runnable, 1);
+        let v0 = self.v0;
+        let (va, wa) = (self.ents[a].v, self.ents[a].weight as i64);
+        let e = &self.ents[b];
+        let wb = e.weight as i64;
+        let vslice = e.vslice();
+        // `δ = v_b - v_a` and `b`'s deadline offset, as `place` sets them
+        // with V = `v_a` and the others' weight `w_a`.
+        let (delta, dslice) = if e.fresh {
+            (0i64, vslice / 2)
+        } else {
+            let mut vl = e.vlag;
+            if vl < 0 {
+                vl = (vl + rel(va, e.v_saved).max(0)).min(0);
+            }
+            let Some(p) = vl.checked_mul(wa + wb) else {
+                return self.switch_lone_wide(a, b);
+            };
+            let scaled = div_trunc_i64(p, wa).clamp(-(V_SPAN as i64), V_SPAN as i64);
+            (-scaled, vslice)
+        };
+        let vb = va.wrapping_add(delta as u64);
+        // `v_b - v0 = (v_a - v0) + δ` without a wrap, and the sums after
+        // the switch (`b` alone, `(v_b - v0)·w_b`) and `δ·w_b` in 64 bits.
+        let fits = rel(va, v0)
+            .checked_add(delta)
+            .and_then(|xb| xb.checked_mul(wb))
+            .zip(delta.checked_mul(wb));
+        let Some((sum_b, dw)) = fits else {
+            return self.switch_lone_wide(a, b);
+        };
+        // `floor(δ·w_b / W)` (`W > 0`): one division, its remainder's sign
+        // rounding the truncated quotient down.
+        let w = wa + wb;
+        let lag_a = dw / w - i64::from(dw % w < 0);
+        let limit = self.ents[a].lag_limit();
+        let e = &mut self.ents[b];
+        e.v = vb;
+        e.d = vb.wrapping_add(dslice);
+        e.fresh = false;
+        e.runnable = true;
+        let e = &mut self.ents[a];
+        e.vlag = lag_a.min(limit);
+        e.runnable = false;
+        e.v_saved = vb;
+        self.mask[a / 64] &= !(1 << (a % 64));
+        self.mask[b / 64] |= 1 << (b % 64);
+        self.sum = sum_b as i128;
+        self.load = wb;
+        debug_assert_eq!(
+            (self.sum, self.load),
+            self.recompute_sums(),
+            "tourbillon bug: EEVDF sums out of date"
+        );
+    }
+
+    /// [`switch_lone`](Self::switch_lone) when a product does not fit in
+    /// 64 bits: the two steps it fuses.
+    #[cold]
+    #[inline(never)]
+    fn switch_lone_wide(&mut self, a: usize, b: usize) {
+        self.place(b);
+        self.depart(a);
     }
 
     /// R10: changes the weight of `i`, keeping its lag and relative deadline.
@@ -879,6 +980,105 @@ mod tests {
             let _ = a.charge(1, 123_456);
             let _ = b.charge(1, 123_456);
         }
+    }
+
+    /// Every field of two tables, the sums and the runnable set included.
+    fn same_table(x: &Eevdf, y: &Eevdf) -> bool {
+        x.ents == y.ents
+            && (x.v0, x.runnable, x.sum, x.load, &x.mask)
+                == (y.v0, y.runnable, y.sum, y.load, &y.mask)
+    }
+
+    /// `switch_lone(a, b)` leaves the table exactly as `place(b)` then
+    /// `depart(a)`: fresh and returning queues, credit and debt (decayed
+    /// or not), weights from 1 to `u32::MAX`, vruntimes around the wrap of
+    /// `u64`, and lags and requests at the edges of `V_SPAN`, where the
+    /// 64-bit products overflow and the wide path takes over.
+    #[test]
+    fn switch_lone_equals_place_then_depart() {
+        let weights = [1, 2, 3, 7, 1024, 10_000, u32::MAX as u64];
+        let requests = [1, 1_000_000, 3_000_000_000, u64::MAX];
+        let vs = [
+            0,
+            1,
+            12_345,
+            u64::MAX,
+            u64::MAX - 5_000,
+            1 << 63,
+            V_SPAN,
+            3 * V_SPAN,
+        ];
+        let lags = [
+            0,
+            1,
+            -1,
+            -7_777,
+            999_999,
+            V_SPAN as i64,
+            -(V_SPAN as i64),
+            i64::MIN / 2,
+            i64::MAX / 2,
+        ];
+        let offsets = [0u64, 1, 5_000, u64::MAX - 9, V_SPAN];
+        // A fixed pseudo-random walk over the combinations (xorshift):
+        // deterministic, and wide enough to meet every edge above with
+        // every other.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut wide, mut narrow) = (0, 0);
+        for _ in 0..200_000 {
+            let n = 2 + next(3);
+            let ents = (0..n)
+                .map(|_| Entity::new(weights[next(7)], requests[next(4)]))
+                .collect();
+            let mut t = Eevdf::new(ents);
+            let a = next(n);
+            let b = (a + 1 + next(n - 1)) % n;
+            let va = vs[next(vs.len())];
+            t.ents[a].v = va;
+            t.ents[a].d = va.wrapping_add(offsets[next(offsets.len())]);
+            t.ents[a].fresh = false;
+            t.ents[a].runnable = true;
+            t.v0 = va.wrapping_sub(offsets[next(offsets.len())]);
+            let e = &mut t.ents[b];
+            e.fresh = next(3) == 0;
+            e.vlag = lags[next(lags.len())];
+            e.v_saved = va.wrapping_sub(offsets[next(offsets.len())]);
+            e.v = vs[next(vs.len())];
+            e.d = e.v;
+            t.resync();
+            let mut fused = t.clone();
+            fused.switch_lone(a, b);
+            let mut steps = t.clone();
+            steps.place(b);
+            steps.depart(a);
+            assert!(
+                same_table(&fused, &steps),
+                "switch_lone({a}, {b}) on {t:?}:\n{fused:?}\n!=\n{steps:?}"
+            );
+            // Which path it took: the 64-bit one unless a product or the
+            // offset of `b` from `v0` overflows.
+            let delta = rel(steps.ents[b].v, va);
+            let wb = steps.ents[b].weight as i64;
+            let fits = rel(va, t.v0)
+                .checked_add(delta)
+                .and_then(|x| x.checked_mul(wb));
+            if fits.is_some() && delta.checked_mul(wb).is_some() {
+                narrow += 1;
+            } else {
+                wide += 1;
+            }
+        }
+        // Both paths are covered.
+        assert!(
+            narrow > 10_000 && wide > 10_000,
+            "{narrow} narrow, {wide} wide"
+        );
     }
 
     #[test]

@@ -1257,3 +1257,92 @@ fn the_first_run_of_a_queue_checks_the_clock_after_one_poll() {
     assert_eq!(amortised[..2], [0, 1]);
     assert_eq!(amortised, order(true));
 }
+
+/// A queue switch continued inside the run loop (`Run::switch_run`, taken
+/// without observation) charges, places, departs and picks exactly as
+/// separate runs do (with latency histograms on, every run goes back to
+/// the turn): a ping-pong across queues of shares 1 and 2 (every message a
+/// switch; the polls cost 3 and 5 us on the virtual clock, so requests are
+/// used and renewed, and turns end on their poll budget) leaves the same
+/// counts, service, vruntimes, deadlines and lags either way.
+#[test]
+fn queue_switch_in_the_run_loop_equals_separate_runs() {
+    use std::future::poll_fn;
+    use std::task::{Poll, Waker};
+    use tourbillon::clock::ManualClock;
+
+    type Slot = Rc<RefCell<(Option<u32>, Option<Waker>)>>;
+    fn send(slot: &Slot, v: u32) {
+        let mut s = slot.borrow_mut();
+        s.0 = Some(v);
+        if let Some(w) = s.1.take() {
+            w.wake();
+        }
+    }
+    async fn recv(slot: &Slot) -> u32 {
+        poll_fn(|cx| {
+            let mut s = slot.borrow_mut();
+            match s.0.take() {
+                Some(v) => Poll::Ready(v),
+                None => {
+                    s.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+    const TRIPS: u32 = 2_000;
+    let run = |histograms: bool| {
+        let clock = ManualClock::new();
+        let ex = Builder::new()
+            .queue(0u8, 1)
+            .queue(1u8, 2)
+            .queue(2u8, 3)
+            .latency_histograms(histograms)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let (ping, pong): (Slot, Slot) = Default::default();
+        let (pi, po, c) = (ping.clone(), pong.clone(), clock.clone());
+        let b = ex
+            .spawn(1, async move {
+                while let v @ 1.. = recv(&pi).await {
+                    c.advance(Duration::from_micros(5));
+                    send(&po, v);
+                }
+            })
+            .unwrap();
+        let c = clock.clone();
+        let a = ex
+            .spawn(0, async move {
+                for i in 1..=TRIPS {
+                    c.advance(Duration::from_micros(3));
+                    send(&ping, i);
+                    assert_eq!(recv(&pong).await, i);
+                }
+                send(&ping, 0);
+            })
+            .unwrap();
+        ex.block_on(async {
+            a.await.unwrap();
+            b.await.unwrap();
+        });
+        let s = ex.stats();
+        let queues: Vec<_> = s
+            .queues
+            .iter()
+            .map(|q| (q.polls, q.runs, q.service, q.vruntime, q.deadline, q.lag_ns))
+            .collect();
+        ((s.polls, s.runs, s.turns, s.avg_vruntime), queues)
+    };
+    let (separate, continued) = (run(true), run(false));
+    assert_eq!(continued, separate);
+    // Every message is a switch: each of the two queues ran once per
+    // round trip at least.
+    let queues = &continued.1;
+    assert!(
+        queues[0].1 > TRIPS as u64 && queues[1].1 >= TRIPS as u64,
+        "{queues:?}"
+    );
+}

@@ -47,6 +47,28 @@ impl<'a> Held<'a> {
         Self { core, q }
     }
 
+    /// The run polled every id it took and requeued none: the put-back
+    /// has nothing to do.
+    #[inline(always)]
+    pub(crate) fn is_spent(&self) -> bool {
+        let held = &self.core.run.held;
+        held.pos.get() == held.len.get() && held.tail.len() == 0
+    }
+
+    /// The batch of a spent run ([`is_spent`](Self::is_spent)) becomes
+    /// that of the run of queue `q`, which follows it in the same loop
+    /// (`Run::switch_run`): as [`Held::new`].
+    #[inline(always)]
+    pub(crate) fn switch_to(&mut self, q: usize) {
+        debug_assert!(self.is_spent());
+        let held = &self.core.run.held;
+        held.pos.set(0);
+        held.len.set(0);
+        held.front_empty.set(false);
+        held.queue.set(q);
+        self.q = q;
+    }
+
     /// The next task to poll, if the queue has one.
     #[must_use = "the id was taken from the scheduler: it must be polled or put back"]
     #[inline(always)]

@@ -39,6 +39,11 @@ impl Queues {
         // task being polled may still yield or be woken, and a preemption
         // is what `should_yield` asks about.)
         let ending = between_polls && cur.is_some_and(|c| qs.run_ends_now(&r.held, c));
+        if ending && qs.switch_now(cur) {
+            r.clock.countdown_set.set(r.clock.countdown.get());
+            r.end.stop.set(true);
+            return;
+        }
         // No user code runs below: nothing is pushed to `pending` meanwhile.
         for k in 0..qs.pending.len() {
             let j = qs.pending[k];
@@ -78,6 +83,35 @@ impl Queues {
             // A placed queue may contend with a used-up slice, or preempt.
             r.update_stop(qs, cfg);
         }
+    }
+
+    /// A queue switch (every message of a ping-pong across queues): the
+    /// running queue `cur`, alone runnable and without a latency
+    /// requirement, ends its run with nothing left to run, and one queue
+    /// is to be placed. Its departure (R7), which the run's end would do
+    /// right after (`Run::end_run`, which finds it departed), is done here
+    /// with the placement (R6) in one pass over the EEVDF table
+    /// ([`Eevdf::switch_lone`](crate::eevdf::Eevdf::switch_lone)): the
+    /// same table as `place` then `depart`. Returns whether it did (the
+    /// pending queue is then placed); no preemption is decided, as none
+    /// is for a run that ends.
+    #[inline(always)]
+    fn switch_now(&mut self, cur: Option<usize>) -> bool {
+        let (Some(c), &[j]) = (cur, &self.pending[..]) else {
+            return false;
+        };
+        if self.eevdf.runnable_count() != 1
+            || !self.eevdf.ents[c].runnable
+            || self.eevdf.ents[j].runnable
+            || self.list[c].latency_ns.is_some()
+            || self.list[j].sched.is_empty()
+        {
+            return false;
+        }
+        self.list[j].activation_pending = false;
+        self.pending.clear();
+        self.eevdf.switch_lone(c, j);
+        true
     }
 
     /// Whether the running queue `c` has nothing left to run in this run:

@@ -60,7 +60,7 @@ struct RunMode {
 /// What the running queue's scheduler asks of the run: per-poll durations
 /// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
 /// (`las`).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct SchedMode {
     pub(super) timing: bool,
     pub(super) tell_polled: bool,
@@ -78,6 +78,7 @@ enum Step {
 
 /// The run of queue `q`, which the turn picked and started
 /// (`Core::start_run`): the executor's state it runs on, and the queue.
+#[derive(Clone, Copy)]
 pub(super) struct Run<'a> {
     core: &'a Core,
     q: usize,
@@ -142,14 +143,93 @@ impl<'a> Run<'a> {
                 .begin_run(&self.core.queues, latencies, q);
         }
         let mut held = Held::new(self.core, q);
-        let drained = self.poll_tasks(mode, &mut held);
+        // The run in progress: a queue switch continues with the run of
+        // the queue switched to (`switch_run`).
+        let mut run = *self;
+        let drained = loop {
+            if run.poll_tasks(mode, &mut held) {
+                break true;
+            }
+            match run.switch_run::<PER_POLL>(mode, sched, &mut held) {
+                Some(next) => run = next,
+                None => break false,
+            }
+        };
         // Puts the batch back (`Held::put_back`) before the run's end.
         drop(held);
         if mode.observe {
             // The run's wake-to-first-poll delays go to the histogram.
             latencies.flush(&mut self.core.queues.borrow_mut());
         }
-        self.end_run(drained)
+        run.end_run(drained)
+    }
+
+    /// The run of `q` ended at a queue switch (`Queues::switch_now`: `q`
+    /// ran out of tasks, departed, and the one queue it woke was placed):
+    /// when the turn goes on with no boundary work between the runs, and
+    /// the queue picked next asks the same of a run as `q` (`sched`, the
+    /// run's [`SchedMode`]), its run starts here and the loop of
+    /// [`run_queue_in`](Self::run_queue_in) polls on, without the return
+    /// to the turn: the same steps as [`end_run`](Self::end_run), the
+    /// turn's pick (`Eevdf::pick`) and `Core::start_run`, without the
+    /// batch's put-back (it is spent), the run's setup (its mode, the
+    /// poll marker, [`Held::new`]) and the checks between them: about 45
+    /// instructions less per switch (callgrind, `overhead_profile
+    /// pingpong 100000 2`, 2026-11-29). Returns the new run, or `None`
+    /// when the run ends here (`end_run` then ends it; a pick made here
+    /// is made again by the turn, to the same queue, and changes nothing).
+    /// Not with observation or `tracing`, which mark each run's start and
+    /// end.
+    #[inline(always)]
+    fn switch_run<const PER_POLL: bool>(
+        &self,
+        mode: RunMode,
+        sched: SchedMode,
+        held: &mut Held<'_>,
+    ) -> Option<Run<'a>> {
+        let (core, q) = (self.core, self.q);
+        let r = &core.run;
+        if mode.observe
+            || cfg!(feature = "tracing")
+            || r.turn.polls_left.get() == 0
+            || r.turn.over.get()
+            || r.clock.countdown_set.get() != r.clock.countdown.get()
+            || core.panics.holds()
+            || core.attention.get()
+            || core.intake.inbox.has_pending()
+            || !held.is_spent()
+        {
+            return None;
+        }
+        let mut qs = core.queues.borrow_mut();
+        // Departed during the run: only a queue switch does that.
+        if qs.eevdf.ents[q].runnable {
+            return None;
+        }
+        // `end_run`'s RUN_TO_PARITY, for the pick.
+        let protected =
+            !(r.end.renewed.get() || r.end.preempt.get() || r.end.preempt_at.get().is_some());
+        let next = if qs.eevdf.runnable_count() == 1 && !core.cfg.general_pick {
+            qs.eevdf.pick_lone()
+        } else {
+            qs.eevdf.pick(protected.then_some(q), core.cfg.general_pick)
+        }?;
+        let same = if PER_POLL {
+            let kind = Core::sched_mode(&mut qs, next);
+            (kind.timing || core.cheap_clock) && kind == sched
+        } else {
+            // `run_queue`'s instance without per-poll timing.
+            let kind = Core::sched_mode(&mut qs, next);
+            !kind.timing && kind.tell_polled == sched.tell_polled
+        };
+        if !same {
+            return None;
+        }
+        let _ = core.start_run(&mut qs, next);
+        drop(qs);
+        bump(&r.counters.runs);
+        held.switch_to(next);
+        Some(Run::new(core, next))
     }
 
     /// What a run of a queue whose scheduler is described by `sched` does
@@ -455,6 +535,8 @@ impl<'a> Run<'a> {
         {
             let mut qs = self.core.queues.borrow_mut();
             let empty = qs.list[q].sched.ran_dry(drained);
+            // A queue switch's placement may have departed it already
+            // (`Queues::switch_now`).
             if empty && qs.eevdf.ents[q].runnable {
                 qs.eevdf.depart(q);
                 if qs.list[q].latency_ns.is_some() {

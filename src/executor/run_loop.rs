@@ -324,13 +324,19 @@ impl Core {
     /// scheduler wants per-poll timing and `polled` calls (for
     /// [`Run::run_queue`]).
     #[inline(always)]
-    fn start_run(&self, qs: &mut Queues, q: usize) -> SchedMode {
+    pub(super) fn start_run(&self, qs: &mut Queues, q: usize) -> SchedMode {
         let r = &self.run;
         qs.list[q].counters.runs += 1;
         r.current.queue.set(Some(q));
         r.current.start_ns.set(r.clock.last_ns.get());
         r.end.clear();
         self.run.reset_countdown(qs, q, &self.cfg);
+        Self::sched_mode(qs, q)
+    }
+
+    /// What the scheduler of queue `q` asks of a run ([`SchedMode`]).
+    #[inline(always)]
+    pub(super) fn sched_mode(qs: &mut Queues, q: usize) -> SchedMode {
         let st = &mut qs.list[q];
         SchedMode {
             timing: st.timing,
