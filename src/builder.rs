@@ -114,8 +114,8 @@ impl<K: QueueKey> Builder<K> {
     /// poll alone 2.21x to 2.33x (three runs of 15 rounds; 2-vCPU Xeon VM,
     /// TSC clock, load average 0.6 to 0.9, 2026-11-29): a clock read costs
     /// more than the rest of such a poll. `valgrind --tool=callgrind`
-    /// counts 2,267 instructions per task with them, 1,859 with a clock
-    /// read per poll alone and 1,324 without either
+    /// counts 2,270 instructions per task with them, 1,857 with a clock
+    /// read per poll alone and 1,320 without either
     /// (`docs/profiling/callgrind_table.sh`, PROFILING.md).
     /// Polls that do real work make the share smaller.
     ///
@@ -210,8 +210,8 @@ impl<K: QueueKey> Builder<K> {
     /// (no stall detector, histograms or timeline) contains no timeline
     /// code. On the headline workload of near-empty polls (50,000 tasks x
     /// 5 yields on one `RunnableFifo` queue), `valgrind --tool=callgrind`
-    /// counts 1,993 instructions per task with it against 1,324 without
-    /// and 1,859 with a clock read per poll alone
+    /// counts 1,994 instructions per task with it against 1,320 without
+    /// and 1,857 with a clock read per poll alone
     /// (`docs/profiling/callgrind_table.sh`), and
     /// `cargo bench --bench overhead` times the run 2.56x to 2.58x as long
     /// as without it, 1.11x to 1.16x the run with a clock read per poll
