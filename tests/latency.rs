@@ -14,15 +14,17 @@ use std::time::Duration;
 use tourbillon::clock::ManualClock;
 use tourbillon::error::BuildError;
 use tourbillon::task::yield_now;
-use tourbillon::{Builder, QueueSpec};
+use tourbillon::{Builder, Executor, QueueSpec};
 
 const POLL: Duration = Duration::from_micros(20);
 
-/// Runs `polls` polls of 20 us of one background task until stalled, next
-/// to a foreground queue (`fg_shares`, the given latency requirement) whose
-/// one task makes `fg_polls` polls of 20 us (none if 0), and returns the
-/// executor's turns.
-fn turns(fg_latency: Option<Duration>, fg_shares: u32, fg_polls: u32, polls: u32) -> u64 {
+/// An executor on a virtual clock with a foreground queue `"fg"`
+/// (`fg_shares`, the given latency requirement) and a background queue
+/// `"bg"` (1 share), and its clock.
+fn fg_and_bg(
+    fg_latency: Option<Duration>,
+    fg_shares: u32,
+) -> (Executor<&'static str>, ManualClock) {
     let clock = ManualClock::new();
     let mut fg = QueueSpec::new(fg_shares);
     if let Some(l) = fg_latency {
@@ -34,6 +36,15 @@ fn turns(fg_latency: Option<Duration>, fg_shares: u32, fg_polls: u32, polls: u32
         .clock(clock.clone())
         .build()
         .unwrap();
+    (ex, clock)
+}
+
+/// Runs `polls` polls of 20 us of one background task until stalled, next
+/// to a foreground queue (`fg_shares`, the given latency requirement) whose
+/// one task makes `fg_polls` polls of 20 us (none if 0), and returns the
+/// executor's turns.
+fn turns(fg_latency: Option<Duration>, fg_shares: u32, fg_polls: u32, polls: u32) -> u64 {
+    let (ex, clock) = fg_and_bg(fg_latency, fg_shares);
     let c = clock.clone();
     let bg = ex
         .spawn("bg", async move {
@@ -121,17 +132,7 @@ fn latency_out_of_range_is_refused() {
 /// background queue (1 share) of four tasks that each poll once for
 /// 100 us and then wait.
 fn polls_per_turn(fg_latency: Option<Duration>, turns: usize) -> Vec<Vec<&'static str>> {
-    let clock = ManualClock::new();
-    let mut fg = QueueSpec::new(99);
-    if let Some(l) = fg_latency {
-        fg = fg.latency(l);
-    }
-    let ex = Builder::new()
-        .queue_with("fg", fg)
-        .queue("bg", 1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (ex, clock) = fg_and_bg(fg_latency, 99);
     let log = Rc::new(RefCell::new(Vec::new()));
     let spawn = |queue: &'static str, poll: Duration| {
         let (c, l) = (clock.clone(), log.clone());
