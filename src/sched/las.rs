@@ -62,8 +62,8 @@ use crate::task::slab::prefetch_read;
 ///   when it surfaces, recognised by a per-task sequence number; with
 ///   exact keys and no guard, a bit per task says whether it is queued,
 ///   and the entry of a task forgotten while queued is skipped when it
-///   surfaces (a set of such tasks, made and looked up from the first
-///   such `forget` on); with levels and no guard, no sequence numbers are kept: the
+///   surfaces (a set of such tasks, looked up only while it holds one);
+///   with levels and no guard, no sequence numbers are kept: the
 ///   entry is handed out, and the executor skips it (its task has ended).
 /// * The run loop's batch path (quantized keys, no guard): level 0 is a
 ///   FIFO that no push can overtake (a push never goes below level 0), so
@@ -122,8 +122,8 @@ pub struct Las {
     /// words stay in the cache where a word per task would miss).
     queued_bits: Vec<u64>,
     /// Exact keys without a guard: tasks forgotten while queued, whose
-    /// entries are skipped when they surface (made at the first such
-    /// `forget`, and looked up only from then on; boxed, so that `Las`
+    /// entries are skipped when they surface (present only while it
+    /// holds one, so that other pops hash nothing; boxed, so that `Las`
     /// stays small).
     dead: Option<Box<Dead>>,
     next_seq: u64,
@@ -145,6 +145,23 @@ pub struct Las {
 /// guard), whose entries are still in the radix heap.
 #[derive(Debug, Default)]
 struct Dead(HashSet<TaskKey>);
+
+impl Dead {
+    /// Whether `task`'s entry is one a `forget` left behind, which it no
+    /// longer is after this call. The set goes once empty, so that a
+    /// queue with no such entry pays an `Option` test per pop, not a hash.
+    #[inline]
+    fn take(dead: &mut Option<Box<Dead>>, task: TaskKey) -> bool {
+        let Some(d) = dead else {
+            return false;
+        };
+        let was = d.0.remove(&task);
+        if d.0.is_empty() {
+            *dead = None;
+        }
+        was
+    }
+}
 
 /// The ordering structure: exact keys, or keys quantized to levels.
 #[derive(Debug)]
@@ -854,7 +871,7 @@ impl Scheduler for Las {
         let seq = self.enter(task);
         match &mut self.order {
             Order::Exact(radix) => {
-                if self.dead.as_mut().is_some_and(|d| d.0.remove(&task)) {
+                if Dead::take(&mut self.dead, task) {
                     // A forgotten task pushed again (the executor never
                     // does this: a forgotten task has ended): its old entry
                     // goes now, so that it cannot be taken for the new one.
@@ -902,7 +919,7 @@ impl Scheduler for Las {
             let (seq, task) = match &mut self.order {
                 Order::Exact(radix) => {
                     let (_, task) = radix.pop()?;
-                    if self.dead.as_mut().is_some_and(|d| d.0.remove(&task)) {
+                    if Dead::take(&mut self.dead, task) {
                         // Forgotten while queued: `forget` counted it out.
                         continue;
                     }
