@@ -97,11 +97,12 @@ impl Entry {
     }
 }
 
-/// The hash of the shard's map: FNV-1a with a final mix (the keys of one
-/// shard share their FNV-1a value modulo the number of shards, so its low
-/// bits alone would crowd the table). Fast on short keys; not resistant to
-/// keys chosen to collide (std's `RandomState` is: use it for a server
-/// that untrusted clients reach).
+/// The hash of the shard's map: eight bytes at a time, each word mixed in
+/// with a multiply and a rotation, and a final mix (the keys of one shard
+/// share their FNV-1a value modulo the number of shards, so a weak hash's
+/// low bits alone would crowd the table). Fast on short keys; not
+/// resistant to keys chosen to collide (std's `RandomState` is: use it for
+/// a server that untrusted clients reach).
 pub struct KeyHasher(u64);
 
 impl Default for KeyHasher {
@@ -110,14 +111,36 @@ impl Default for KeyHasher {
     }
 }
 
+impl KeyHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0 ^ word)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+}
+
 impl Hasher for KeyHasher {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
         }
     }
 
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    #[inline]
     fn finish(&self) -> u64 {
         // splitmix64's finaliser.
         let mut z = self.0;
@@ -127,53 +150,111 @@ impl Hasher for KeyHasher {
     }
 }
 
-/// The entries of a shard in a vector, found by key through a hash map
-/// of positions, so that a background pass can walk them by position and
-/// resume where it left off after a yield. The key's bytes are allocated
-/// once and shared by the vector and the map.
+/// A key as the shard stores it: up to [`Key::INLINE`] bytes in place (a
+/// lookup compares them in the map's own memory, with no pointer to
+/// follow), longer ones in a shared allocation.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; Key::INLINE] },
+    Shared(Rc<[u8]>),
+}
+
+impl Key {
+    /// The longest key kept in place: the enum is then 24 bytes, the size
+    /// of its shared form.
+    const INLINE: usize = 22;
+
+    fn new(key: &[u8]) -> Key {
+        if key.len() <= Key::INLINE {
+            let mut bytes = [0; Key::INLINE];
+            bytes[..key.len()].copy_from_slice(key);
+            Key::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            Key::Shared(Rc::from(key))
+        }
+    }
+
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Key::Shared(b) => b,
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+// As `Borrow` requires: the same hash and equality as the bytes.
+impl std::hash::Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+/// The entries of a shard in a hash map, and their keys in a vector, so
+/// that a background pass can walk them by position and resume where it
+/// left off after a yield. A request's lookup finds the entry in the map's
+/// own memory (the key too, up to [`Key::INLINE`] bytes); only the walk
+/// reads the vector. Both hold the key (a copy of a short one, a shared
+/// allocation of a long one).
 #[derive(Default)]
 struct Entries {
-    slots: Vec<(Rc<[u8]>, Entry)>,
-    position: HashMap<Rc<[u8]>, usize, BuildHasherDefault<KeyHasher>>,
+    map: HashMap<Key, Entry, BuildHasherDefault<KeyHasher>>,
+    order: Vec<Key>,
 }
 
 impl Entries {
+    #[inline]
     fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let at = *self.position.get(key)?;
-        Some(&mut self.slots[at].1)
+        self.map.get_mut(key)
     }
 
     /// Adds `key`, which has no entry yet.
     fn insert_new(&mut self, key: &[u8], entry: Entry) {
-        let key: Rc<[u8]> = Rc::from(key);
-        let previous = self.position.insert(Rc::clone(&key), self.slots.len());
+        let key = Key::new(key);
+        let previous = self.map.insert(key.clone(), entry);
         debug_assert!(previous.is_none(), "insert_new of a present key");
-        self.slots.push((key, entry));
+        self.order.push(key);
     }
 
     fn get_index(&self, at: usize) -> Option<(&[u8], &Entry)> {
-        self.slots.get(at).map(|(k, e)| (&k[..], e))
+        let key = self.order.get(at)?;
+        let entry = self
+            .map
+            .get(key.as_bytes())
+            .expect("every position's key has an entry");
+        Some((key.as_bytes(), entry))
     }
 
     /// Removes the entry at `at` and moves the last entry into its place.
     fn swap_remove_index(&mut self, at: usize) {
-        let (key, _) = self.slots.swap_remove(at);
-        self.position.remove(&key[..]);
-        if let Some((moved, _)) = self.slots.get(at) {
-            *self
-                .position
-                .get_mut(&moved[..])
-                .expect("every slot's key has a position") = at;
-        }
+        let key = self.order.swap_remove(at);
+        self.map.remove(key.as_bytes());
     }
 
     fn len(&self) -> usize {
-        self.slots.len()
+        self.order.len()
     }
 
     fn clear(&mut self) {
-        self.slots.clear();
-        self.position.clear();
+        self.map.clear();
+        self.order.clear();
     }
 }
 
@@ -384,6 +465,38 @@ mod tests {
         assert_eq!(s.len(), 2);
         s.flush();
         assert_eq!((s.len(), s.get(b"b")), (0, None));
+    }
+
+    #[test]
+    fn short_and_long_keys_are_found_by_their_bytes() {
+        let mut e = Entries::default();
+        // Around the inline limit, and a key that is a prefix of another.
+        let keys: Vec<Vec<u8>> = [0, 1, 7, 8, 9, Key::INLINE, Key::INLINE + 1, 64]
+            .iter()
+            .map(|&n| (0..n).map(|i| b'a' + (i % 26) as u8).collect())
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            e.insert_new(
+                k,
+                Entry {
+                    value: Some(vec![i as u8]),
+                    expires: None,
+                },
+            );
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(e.get_mut(k).unwrap().value, Some(vec![i as u8]));
+        }
+        assert!(e.get_mut(b"zz").is_none());
+        // Removing by position moves the last entry (a long key) into the
+        // hole; every key is still found at its new position.
+        e.swap_remove_index(1);
+        assert!(e.get_mut(&keys[1]).is_none());
+        assert_eq!(e.len(), keys.len() - 1);
+        for (i, k) in keys.iter().enumerate().filter(|&(i, _)| i != 1) {
+            assert_eq!(e.get_mut(k).unwrap().value, Some(vec![i as u8]));
+        }
+        assert_eq!(e.get_index(1).unwrap().0, &keys[keys.len() - 1][..]);
     }
 
     #[test]
