@@ -89,7 +89,10 @@ pub struct QueueStats {
     pub stalls: u64,
     /// Wake-to-first-poll delays of its tasks: from the instant a task
     /// became runnable (spawned, woken, or yielded) to the start of its next
-    /// poll. Empty unless
+    /// poll. A wake from another thread counts from the instant the
+    /// executor takes it from its inbox (its next poll boundary or turn); a
+    /// wake by the host's reactor on the executor's thread, from the wake.
+    /// Empty unless
     /// [`Builder::latency_histograms`](crate::Builder::latency_histograms)
     /// is on.
     pub wake_latency: LatencyHistogram,

@@ -519,3 +519,137 @@ fn wakers_handed_back_and_forth_on_the_executor_thread_are_counted_exactly() {
     drop(b_slot.take());
     drop(b_waker);
 }
+
+/// A host waker that counts its wakes.
+struct HostWakes(AtomicUsize);
+
+impl std::task::Wake for HostWakes {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn host_waker() -> (Arc<HostWakes>, Waker) {
+    let wakes = Arc::new(HostWakes(AtomicUsize::new(0)));
+    (wakes.clone(), Waker::from(wakes))
+}
+
+/// A task that waits until `ready` is set, keeping its latest waker in
+/// `slot` (a socket that the host's reactor reports ready).
+fn wait_for_host(
+    slot: Rc<RefCell<Option<Waker>>>,
+    ready: Rc<Cell<bool>>,
+) -> impl Future<Output = ()> {
+    poll_fn(move |cx| {
+        if ready.get() {
+            return Poll::Ready(());
+        }
+        *slot.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    })
+}
+
+#[test]
+fn a_wake_from_the_host_between_turns_counts_its_wait_from_the_wake() {
+    // The host's reactor wakes the task during the host's own turn, on the
+    // executor's thread, while the nested executor waits for its next
+    // poll: the task's wake-to-poll latency runs from that wake, through
+    // the rest of the host's turn (300 us here), to the poll.
+    let clock = tourbillon::clock::ManualClock::new();
+    let ex = Builder::new()
+        .queue("q", 1)
+        .clock(clock.clone())
+        .latency_histograms(true)
+        .build()
+        .unwrap();
+    let (slot, ready) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
+    let task = ex
+        .spawn("q", wait_for_host(slot.clone(), ready.clone()))
+        .unwrap();
+    let (wakes, waker) = host_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut host = std::pin::pin!(ex.run_until(std::future::pending::<()>()));
+    assert!(host.as_mut().poll(&mut cx).is_pending());
+    let stats = ex.queue_stats("q").unwrap();
+    assert_eq!(stats.wake_latency.count(), 1);
+    assert_eq!(stats.wake_latency.max(), std::time::Duration::ZERO);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+
+    ready.set(true);
+    slot.borrow_mut().take().unwrap().wake();
+    // The idle queue became runnable: the host is woken to poll again.
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    clock.advance(std::time::Duration::from_micros(300));
+    assert!(host.as_mut().poll(&mut cx).is_pending());
+    assert!(task.is_finished());
+    let stats = ex.queue_stats("q").unwrap();
+    assert_eq!(stats.wake_latency.count(), 2);
+    assert_eq!(
+        stats.wake_latency.max(),
+        std::time::Duration::from_micros(300)
+    );
+}
+
+#[test]
+fn host_wakes_reach_each_of_two_nested_executors_waiting_on_one_thread() {
+    // Two executors nested in one host, both waiting: the wake of a task of
+    // the one that waited first (not the thread's latest) goes through its
+    // inbox; either way each host is woken once and its task runs at its
+    // executor's next turn.
+    let (a, b) = (one_queue(), one_queue());
+    let (slot_a, ready_a) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
+    let (slot_b, ready_b) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
+    let task_a = a
+        .spawn("q", wait_for_host(slot_a.clone(), ready_a.clone()))
+        .unwrap();
+    let task_b = b
+        .spawn("q", wait_for_host(slot_b.clone(), ready_b.clone()))
+        .unwrap();
+    let (wakes_a, waker_a) = host_waker();
+    let (wakes_b, waker_b) = host_waker();
+    let mut host_a = std::pin::pin!(a.run_until(std::future::pending::<()>()));
+    let mut host_b = std::pin::pin!(b.run_until(std::future::pending::<()>()));
+    let mut cx_a = std::task::Context::from_waker(&waker_a);
+    let mut cx_b = std::task::Context::from_waker(&waker_b);
+    assert!(host_a.as_mut().poll(&mut cx_a).is_pending());
+    assert!(host_b.as_mut().poll(&mut cx_b).is_pending());
+    for (slot, ready) in [(&slot_a, &ready_a), (&slot_b, &ready_b)] {
+        ready.set(true);
+        slot.borrow_mut().take().unwrap().wake();
+    }
+    assert_eq!(wakes_a.0.load(Ordering::SeqCst), 1);
+    assert_eq!(wakes_b.0.load(Ordering::SeqCst), 1);
+    assert!(!task_a.is_finished() && !task_b.is_finished());
+    assert!(host_b.as_mut().poll(&mut cx_b).is_pending());
+    assert!(host_a.as_mut().poll(&mut cx_a).is_pending());
+    assert!(task_a.is_finished() && task_b.is_finished());
+}
+
+#[test]
+fn a_host_wake_after_run_until_ended_waits_for_the_next_driver() {
+    // Once its `run_until` future is dropped the executor is no longer the
+    // thread's waiting one: a later wake on the thread is kept (in the
+    // inbox) for whichever driver comes next, here `block_on`.
+    let ex = one_queue();
+    let (slot, ready) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
+    let task = ex
+        .spawn("q", wait_for_host(slot.clone(), ready.clone()))
+        .unwrap();
+    let (wakes, waker) = host_waker();
+    {
+        let mut host = std::pin::pin!(ex.run_until(std::future::pending::<()>()));
+        assert!(host
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_pending());
+    }
+    ready.set(true);
+    slot.borrow_mut().take().unwrap().wake();
+    // Its host is gone: nobody is woken.
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+    assert!(!task.is_finished());
+    ex.block_on(task).unwrap();
+}

@@ -4,12 +4,18 @@
 //! free functions (`spawn`, `yield_now`, `should_yield`) and same-thread
 //! wakes find it. Nested executors save and restore the previous one.
 //!
+//! And the thread's "waiting nested executor": the one whose `run_until`
+//! future last returned `Pending` to its host on this thread, so that a
+//! wake from the host's turn on this thread (its reactor reporting a
+//! socket ready) reaches the task's queue without the inbox
+//! (`executor::wake`).
+//!
 //! And [`TaskScope`], the harness's `PollScope`: the run loop enters each
 //! poll's task into the task core's record of the task being polled on
 //! this thread (`task::current`).
 
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use super::core::Core;
 use crate::boundary;
@@ -19,6 +25,7 @@ use crate::task::raw::RawTask;
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
+    static WAITING: RefCell<Weak<Core>> = const { RefCell::new(Weak::new()) };
 }
 
 /// Restores the previous current executor on drop (also when unwinding).
@@ -67,6 +74,44 @@ pub(crate) fn with_current_ref<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
         Ok(r) => r,
         Err(_) => (f.take().expect("teardown: not called yet"))(None),
     }
+}
+
+/// Records `core` as this thread's waiting nested executor (its
+/// `run_until` future returns `Pending` to the host), in place of any
+/// other.
+#[inline]
+pub(crate) fn set_waiting(core: &Rc<Core>) {
+    let _ = WAITING.try_with(|w| {
+        if let Ok(mut w) = w.try_borrow_mut() {
+            if !std::ptr::eq(w.as_ptr(), Rc::as_ptr(core)) {
+                *w = Rc::downgrade(core);
+            }
+        }
+    });
+}
+
+/// Forgets `core` as this thread's waiting nested executor (its
+/// `run_until` future ended), if it is the one recorded.
+pub(crate) fn clear_waiting(core: &Core) {
+    let _ = WAITING.try_with(|w| {
+        if let Ok(mut w) = w.try_borrow_mut() {
+            if std::ptr::eq(w.as_ptr(), core) {
+                *w = Weak::new();
+            }
+        }
+    });
+}
+
+/// Runs `f` with this thread's waiting nested executor, if there is one
+/// and it is alive. `f` must not drive an executor (as in
+/// [`with_current_ref`]).
+#[inline]
+pub(crate) fn with_waiting<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
+    let core = WAITING
+        .try_with(|w| w.try_borrow().ok().and_then(|w| w.upgrade()))
+        .ok()
+        .flatten();
+    f(core.as_deref())
 }
 
 /// The context of each poll of a run (inside a run: see

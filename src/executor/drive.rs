@@ -78,17 +78,38 @@ impl Drop for DriveGuard<'_> {
 pub(crate) struct HostGuard<'a> {
     core: &'a Core,
     token: Option<HostToken>,
+    /// The identity (data and vtable addresses, what `Waker::will_wake`
+    /// compares) of the waker registered under `token`: a host that polls
+    /// with the same waker again (tokio's `block_on`, a task's waker) is
+    /// recognised without the inbox's lock. Not a clone: the registration
+    /// alone owns the host's waker (the executor drops it at the latest
+    /// when it shuts down, even if this driver is leaked); the inbox keeps
+    /// it alive while it is registered, so its addresses are not reused.
+    registered: Option<(usize, usize)>,
 }
 
 impl<'a> HostGuard<'a> {
     fn new(core: &'a Core) -> Self {
-        HostGuard { core, token: None }
+        HostGuard {
+            core,
+            token: None,
+            registered: None,
+        }
     }
 
     /// Registers `waker` (or updates the registration): called before the
     /// driver checks for work, so that a wake after the check reaches it.
+    #[inline]
     fn set(&mut self, waker: &Waker) {
+        let identity = (
+            waker.data() as usize,
+            std::ptr::from_ref(waker.vtable()) as usize,
+        );
+        if self.token.is_some() && self.registered == Some(identity) {
+            return;
+        }
         self.core.intake.inbox.set_host(&mut self.token, waker);
+        self.registered = Some(identity);
     }
 
     /// The driver ended: deregisters its host waker and, if the executor
@@ -99,6 +120,8 @@ impl<'a> HostGuard<'a> {
     /// executor is driven).
     fn end(&mut self) {
         if let Some(token) = self.token.take() {
+            self.registered = None;
+            context::clear_waiting(self.core);
             self.core.intake.inbox.remove_host(token);
             if has_work(self.core) {
                 // Behind the panic boundary: this also runs while unwinding.
@@ -312,6 +335,9 @@ impl<F: Future> Future for RunUntil<'_, F> {
         } else {
             wake_if_drained(core);
         }
+        // The host's reactor, in its turn on this thread, then wakes the
+        // tasks straight into their queues (`executor::wake`).
+        context::set_waiting(core);
         Poll::Pending
     }
 }

@@ -3,8 +3,12 @@
 //! calls its tasks' sink ([`Schedule`]), and the executor's sink is its
 //! [`Remote`] (the inbox). On the executor's own thread while it drives, a
 //! wake goes straight to the task's queue and an abort to the next poll
-//! boundary; from any other thread (or while the executor is not driving)
-//! both go through the inbox, which wakes the executor's hosts.
+//! boundary. A wake on the executor's own thread between the turns of a
+//! nested executor (the host's reactor, in its own turn, reporting a
+//! socket ready) also goes straight to the queue, which wakes the host if
+//! the queue was idle. From any other thread (or from a host turn while
+//! another nested executor is the one waiting on this thread) both go
+//! through the inbox, which wakes the executor's hosts.
 
 use std::sync::Arc;
 
@@ -35,7 +39,7 @@ impl Schedule for Remote {
             }
             _ => false,
         });
-        if !local {
+        if !local && !waiting_wake(self, header) {
             foreign_wake(self, header);
         }
     }
@@ -57,6 +61,27 @@ impl Schedule for Remote {
             let _ = self.push_op(RemoteOp::Abort(id));
         }
     }
+}
+
+/// A wake on the thread of a nested executor that waits for its host (it
+/// is not driving, nor shut down): straight to the task's queue, as a wake
+/// inside its turn would go; the queue's activation wakes the host
+/// (`Core::on_activation`). No `RefCell` of the core is borrowed then (the
+/// core holds none while user code runs, and it runs none between turns).
+/// `false`: not that executor's thread, or it drives or is gone.
+#[inline]
+fn waiting_wake(remote: &Remote, header: &Header) -> bool {
+    context::with_waiting(|core| match core {
+        Some(core)
+            if std::ptr::eq(Arc::as_ptr(&core.intake.inbox), remote)
+                && !core.driving.get()
+                && !core.shutdown.get() =>
+        {
+            core.wake_by_header(header);
+            true
+        }
+        _ => false,
+    })
 }
 
 /// A wake from another thread, or while the executor is not driving:
