@@ -4,6 +4,7 @@
 #
 #   bash benches/redis_compare.sh            # 3 rounds
 #   ROUNDS=1 SECONDS_PER_TEST=2 bash benches/redis_compare.sh   # a quick look
+#   NO_BUILD=1 bash benches/redis_compare.sh # use the example already built
 #
 # Installs redis-server and redis-tools (redis-benchmark, redis-cli) with
 # apt-get when they are missing, builds the example (release), then, round
@@ -67,8 +68,11 @@ if [ "$(nproc)" -lt 2 ]; then
     exit 1
 fi
 
-cargo build --release --example sharded_kv --features tokio
+if [ "${NO_BUILD:-}" != 1 ]; then
+    cargo build --release --example sharded_kv --features tokio
+fi
 KV=target/release/examples/sharded_kv
+[ -x "$KV" ] || { echo "no $KV: build it with cargo build --release --example sharded_kv --features tokio" >&2; exit 1; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, Linux $(uname -r)"
 echo "$(redis-server --version)"
