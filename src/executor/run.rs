@@ -24,6 +24,7 @@ use super::context::TaskScope;
 use super::core::Core;
 #[cfg(feature = "tracing")]
 use super::observe::Observer;
+use super::queues::SchedMode;
 use super::run_state::bump;
 use crate::task::harness::{poll_task, Done, Next, Polled};
 use crate::task::id::{GroupId, TaskKey};
@@ -60,16 +61,6 @@ struct RunMode {
     /// `None` with observation or `tracing`, which mark each run's start
     /// and end.
     chain: Option<SchedMode>,
-}
-
-/// What the running queue's scheduler asks of the run: per-poll durations
-/// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
-/// (`las`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) struct SchedMode {
-    pub(super) timing: bool,
-    pub(super) tell_polled: bool,
-    pub(super) las: bool,
 }
 
 /// Whether the run goes on after a poll.

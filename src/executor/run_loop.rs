@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use super::accounting::contended;
 use super::core::Core;
-use super::queues::Queues;
-use super::run::{Run, SchedMode};
+use super::queues::{Queues, SchedMode};
+use super::run::Run;
 use super::run_state::bump;
 use crate::boundary;
 use crate::error::quarantine::Quarantine;
@@ -425,15 +425,13 @@ impl Core {
         self.run.reset_countdown(qs, q, &self.cfg);
     }
 
-    /// What the scheduler of queue `q` asks of a run ([`SchedMode`]).
+    /// What the scheduler of queue `q` asks of a run ([`SchedMode`]), as
+    /// the queue's build found it.
     #[inline(always)]
     pub(super) fn sched_mode(qs: &mut Queues, q: usize) -> SchedMode {
         let st = &mut qs.list[q];
-        SchedMode {
-            timing: st.timing,
-            tell_polled: !st.sched.is_stateless(),
-            las: st.sched.batching_las().is_some(),
-        }
+        debug_assert_eq!(st.mode, SchedMode::of(&mut st.sched));
+        st.mode
     }
 
     /// The scheduler of queue `q` handed out `id`, which was not its to
