@@ -662,6 +662,103 @@ impl Eevdf {
         self.depart(a);
     }
 
+    /// R1 + R4, R6, R7 and R5 for a queue switch whose next run is
+    /// certain: `a`, the lone runnable queue, is charged `charge_ns` of
+    /// service (when a poll of its run is uncharged; [`charge`](Self::charge)),
+    /// runs out of tasks and departs while `b` is placed
+    /// ([`switch_lone`](Self::switch_lone)), and the pick finds `b` alone
+    /// ([`pick_lone`](Self::pick_lone)). The table ends exactly as after
+    /// those four steps, in one pass: the charge's update of the sums is
+    /// left out (the switch writes them whole: `b` alone), and the pick's
+    /// `v0 = max(v0, v_b)` is folded into them (with `v_b - v0 = x > 0`,
+    /// `S = x·w_b` becomes `0` at `v0 = v_b`; otherwise `S = x·w_b` at the
+    /// same `v0`). Only when the pick follows at once: a pick made later,
+    /// after other placements, may see another `v0`.
+    #[inline(always)]
+    pub(crate) fn switch_lone_picked(&mut self, a: usize, charge_ns: Option<u64>, b: usize) {
+        debug_assert!(a != b && self.ents[a].runnable && !self.ents[b].runnable);
+        debug_assert_eq!(self.runnable, 1);
+        let v0 = self.v0;
+        let ea = &mut self.ents[a];
+        if let Some(ns) = charge_ns {
+            // R1 and R4 of `charge`, without its update of the sums.
+            ea.v = ea.v.wrapping_add(vdelta(ns, ea.weight));
+            if rel(ea.v, ea.d) >= 0 {
+                ea.d = ea.v.wrapping_add(ea.vslice());
+            }
+        }
+        let (va, wa) = (ea.v, ea.weight as i64);
+        let e = &self.ents[b];
+        let wb = e.weight as i64;
+        let vslice = e.vslice();
+        // As `switch_lone`: `δ = v_b - v_a` and `b`'s deadline offset.
+        let (delta, dslice) = if e.fresh {
+            (0i64, vslice / 2)
+        } else {
+            let mut vl = e.vlag;
+            if vl < 0 {
+                vl = (vl + rel(va, e.v_saved).max(0)).min(0);
+            }
+            let Some(p) = vl.checked_mul(wa + wb) else {
+                return self.switch_lone_picked_wide(a, b);
+            };
+            let scaled = div_trunc_i64(p, wa).clamp(-(V_SPAN as i64), V_SPAN as i64);
+            (-scaled, vslice)
+        };
+        let vb = va.wrapping_add(delta as u64);
+        // `x = v_b - v0` without a wrap, `δ·w_b`, and the sum at the
+        // pick's `v0`, in 64 bits.
+        let Some(x) = rel(va, v0).checked_add(delta) else {
+            return self.switch_lone_picked_wide(a, b);
+        };
+        let Some(dw) = delta.checked_mul(wb) else {
+            return self.switch_lone_picked_wide(a, b);
+        };
+        let (v0_after, sum_after) = if x > 0 {
+            (vb, 0)
+        } else {
+            let Some(s) = x.checked_mul(wb) else {
+                return self.switch_lone_picked_wide(a, b);
+            };
+            (v0, s)
+        };
+        // `floor(δ·w_b / W)`, as `switch_lone`.
+        let w = wa + wb;
+        let lag_a = dw / w - i64::from(dw % w < 0);
+        let limit = self.ents[a].lag_limit();
+        let e = &mut self.ents[b];
+        e.v = vb;
+        e.d = vb.wrapping_add(dslice);
+        e.fresh = false;
+        e.runnable = true;
+        let e = &mut self.ents[a];
+        e.vlag = lag_a.min(limit);
+        e.runnable = false;
+        e.v_saved = vb;
+        self.mask[a / 64] &= !(1 << (a % 64));
+        self.mask[b / 64] |= 1 << (b % 64);
+        self.v0 = v0_after;
+        self.sum = sum_after as i128;
+        self.load = wb;
+        debug_assert_eq!(
+            (self.sum, self.load),
+            self.recompute_sums(),
+            "tourbillon bug: EEVDF sums out of date"
+        );
+    }
+
+    /// [`switch_lone_picked`](Self::switch_lone_picked) when a product
+    /// does not fit in 64 bits: after the charge (whose update of the sums
+    /// was left out: recomputed here), the steps it fuses.
+    #[cold]
+    #[inline(never)]
+    fn switch_lone_picked_wide(&mut self, a: usize, b: usize) {
+        (self.sum, self.load) = self.recompute_sums();
+        self.place(b);
+        self.depart(a);
+        let _ = self.pick_lone();
+    }
+
     /// R10: changes the weight of `i`, keeping its lag and relative deadline.
     pub(crate) fn set_weight(&mut self, i: usize, weight: u64) {
         debug_assert!(weight > 0 && weight <= u32::MAX as u64);
@@ -1078,6 +1175,107 @@ mod tests {
         assert!(
             narrow > 10_000 && wide > 10_000,
             "{narrow} narrow, {wide} wide"
+        );
+    }
+
+    /// `switch_lone_picked(a, ns, b)` leaves the table exactly as
+    /// `charge(a, ns)` (when given), `place(b)`, `depart(a)` and the pick,
+    /// over the same edges as `switch_lone_equals_place_then_depart`, with
+    /// charges from nothing to the clock's whole range.
+    #[test]
+    fn switch_lone_picked_equals_charge_place_depart_pick() {
+        let weights = [1, 2, 3, 7, 1024, 10_000, u32::MAX as u64];
+        let requests = [1, 1_000_000, 3_000_000_000, u64::MAX];
+        let vs = [
+            0,
+            1,
+            12_345,
+            u64::MAX,
+            u64::MAX - 5_000,
+            1 << 63,
+            V_SPAN,
+            3 * V_SPAN,
+        ];
+        let lags = [
+            0,
+            1,
+            -1,
+            -7_777,
+            999_999,
+            V_SPAN as i64,
+            -(V_SPAN as i64),
+            i64::MIN / 2,
+            i64::MAX / 2,
+        ];
+        let offsets = [0u64, 1, 5_000, u64::MAX - 9, V_SPAN];
+        let charges = [None, Some(0), Some(1), Some(40_000), Some(u64::MAX)];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut raised, mut kept, mut wide) = (0, 0, 0);
+        for _ in 0..200_000 {
+            let n = 2 + next(3);
+            let ents = (0..n)
+                .map(|_| Entity::new(weights[next(7)], requests[next(4)]))
+                .collect();
+            let mut t = Eevdf::new(ents);
+            let a = next(n);
+            let b = (a + 1 + next(n - 1)) % n;
+            let va = vs[next(vs.len())];
+            t.ents[a].v = va;
+            t.ents[a].d = va.wrapping_add(offsets[next(offsets.len())]);
+            t.ents[a].fresh = false;
+            t.ents[a].runnable = true;
+            t.v0 = va.wrapping_sub(offsets[next(offsets.len())]);
+            let e = &mut t.ents[b];
+            e.fresh = next(3) == 0;
+            e.vlag = lags[next(lags.len())];
+            e.v_saved = va.wrapping_sub(offsets[next(offsets.len())]);
+            e.v = vs[next(vs.len())];
+            e.d = e.v;
+            t.resync();
+            let ns = charges[next(charges.len())];
+            let mut fused = t.clone();
+            fused.switch_lone_picked(a, ns, b);
+            let mut steps = t.clone();
+            if let Some(ns) = ns {
+                let _ = steps.charge(a, ns);
+            }
+            steps.place(b);
+            steps.depart(a);
+            assert_eq!(steps.pick(None, false), Some(b));
+            assert!(
+                same_table(&fused, &steps),
+                "switch_lone_picked({a}, {ns:?}, {b}) on {t:?}:\n{fused:?}\n!=\n{steps:?}"
+            );
+            // Which path it took, as `switch_lone_equals_place_then_depart`
+            // tells them apart.
+            let mut charged = t.clone();
+            if let Some(ns) = ns {
+                let _ = charged.charge(a, ns);
+            }
+            let va = charged.ents[a].v;
+            let delta = rel(steps.ents[b].v, va);
+            let wb = steps.ents[b].weight as i64;
+            let x = rel(va, t.v0).checked_add(delta);
+            let fits = x.and_then(|x| if x > 0 { Some(0) } else { x.checked_mul(wb) });
+            if fits.is_none() || delta.checked_mul(wb).is_none() {
+                wide += 1;
+            } else if steps.v0 != t.v0 {
+                raised += 1;
+            } else {
+                kept += 1;
+            }
+        }
+        // Every path is covered: the pick raising `v0`, keeping it, and
+        // the wide fallback.
+        assert!(
+            raised > 10_000 && kept > 10_000 && wide > 10_000,
+            "{raised} raised, {kept} kept, {wide} wide"
         );
     }
 

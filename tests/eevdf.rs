@@ -1258,13 +1258,15 @@ fn the_first_run_of_a_queue_checks_the_clock_after_one_poll() {
     assert_eq!(amortised, order(true));
 }
 
-/// A queue switch continued inside the run loop (`Run::switch_run`, taken
-/// without observation) charges, places, departs and picks exactly as
-/// separate runs do (with latency histograms on, every run goes back to
-/// the turn): a ping-pong across queues of shares 1 and 2 (every message a
-/// switch; the polls cost 3 and 5 us on the virtual clock, so requests are
-/// used and renewed, and turns end on their poll budget) leaves the same
-/// counts, service, vruntimes, deadlines and lags either way.
+/// A queue switch continued inside the run loop (`Core::switch_in_run`,
+/// taken without observation) charges, places, departs and picks exactly
+/// as separate runs do (with latency histograms on, every run goes back
+/// to the turn): a ping-pong across queues of shares 1 and 2 (every message
+/// a switch; the polls cost 3 and 5 us on the virtual clock, so requests
+/// are used and renewed, and turns end on their poll budget) leaves the
+/// same counts, service, vruntimes, deadlines and lags either way; with the
+/// clock read after every poll (nothing left to charge at the switch) and
+/// with amortised reads (the switch charges the run's last polls).
 #[test]
 fn queue_switch_in_the_run_loop_equals_separate_runs() {
     use std::future::poll_fn;
@@ -1293,7 +1295,7 @@ fn queue_switch_in_the_run_loop_equals_separate_runs() {
         .await
     }
     const TRIPS: u32 = 2_000;
-    let run = |histograms: bool| {
+    let run = |histograms: bool, every_poll: bool| {
         let clock = ManualClock::new();
         let ex = Builder::new()
             .queue(0u8, 1)
@@ -1301,6 +1303,7 @@ fn queue_switch_in_the_run_loop_equals_separate_runs() {
             .queue(2u8, 3)
             .latency_histograms(histograms)
             .clock(clock.clone())
+            .read_clock_every_poll(every_poll)
             .build()
             .unwrap();
         let (ping, pong): (Slot, Slot) = Default::default();
@@ -1336,13 +1339,15 @@ fn queue_switch_in_the_run_loop_equals_separate_runs() {
             .collect();
         ((s.polls, s.runs, s.turns, s.avg_vruntime), queues)
     };
-    let (separate, continued) = (run(true), run(false));
-    assert_eq!(continued, separate);
-    // Every message is a switch: each of the two queues ran once per
-    // round trip at least.
-    let queues = &continued.1;
-    assert!(
-        queues[0].1 > TRIPS as u64 && queues[1].1 >= TRIPS as u64,
-        "{queues:?}"
-    );
+    for every_poll in [true, false] {
+        let (separate, continued) = (run(true, every_poll), run(false, every_poll));
+        assert_eq!(continued, separate, "every_poll {every_poll}");
+        // Every message is a switch: each of the two queues ran once per
+        // round trip at least.
+        let queues = &continued.1;
+        assert!(
+            queues[0].1 > TRIPS as u64 && queues[1].1 >= TRIPS as u64,
+            "every_poll {every_poll}: {queues:?}"
+        );
+    }
 }

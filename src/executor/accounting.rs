@@ -67,6 +67,35 @@ impl RunState {
         }
     }
 
+    /// The charge of a run that ends at a queue switch whose next run
+    /// starts at once (`Core::switch_in_run`): the time from the last
+    /// checkpoint to `now` and the `polls` since it, with the turn's
+    /// polls left after them (`polls_left`, which the caller found above
+    /// 0). Returns the time, which the caller charges to the queue's
+    /// EEVDF entity (R1, R4:
+    /// [`Eevdf::switch_lone_picked`](crate::eevdf::Eevdf::switch_lone_picked)).
+    /// Of [`charge`](Self::charge), it leaves out what the next run's start
+    /// resets (the causes of the run's end) and the host interval's check,
+    /// which the caller made.
+    #[inline(always)]
+    pub(crate) fn charge_switching(
+        &self,
+        qs: &mut Queues,
+        q: usize,
+        now: u64,
+        polls: u32,
+        polls_left: u32,
+    ) -> u64 {
+        let delta = now.saturating_sub(self.clock.last_ns.get());
+        self.clock.last_ns.set(now);
+        self.turn.polls_left.set(polls_left);
+        self.counters
+            .polls
+            .set(self.counters.polls.get() + u64::from(polls));
+        qs.list[q].record_service(delta, polls);
+        delta
+    }
+
     /// Whether the run in progress must end at this poll boundary.
     #[inline(always)]
     pub(crate) fn update_stop(&self, qs: &Queues, cfg: &Config) {

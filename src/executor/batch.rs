@@ -47,25 +47,12 @@ impl<'a> Held<'a> {
         Self { core, q }
     }
 
-    /// The run polled every id it took and requeued none: the put-back
-    /// has nothing to do.
+    /// The run continues with the run of queue `q`, which a queue switch
+    /// started in the same loop (`Core::switch_in_run`, which restarted
+    /// the batch: [`HeldIds::restart`]).
     #[inline(always)]
-    pub(crate) fn is_spent(&self) -> bool {
-        let held = &self.core.run.held;
-        held.pos.get() == held.len.get() && held.tail.len() == 0
-    }
-
-    /// The batch of a spent run ([`is_spent`](Self::is_spent)) becomes
-    /// that of the run of queue `q`, which follows it in the same loop
-    /// (`Run::switch_run`): as [`Held::new`].
-    #[inline(always)]
-    pub(crate) fn switch_to(&mut self, q: usize) {
-        debug_assert!(self.is_spent());
-        let held = &self.core.run.held;
-        held.pos.set(0);
-        held.len.set(0);
-        held.front_empty.set(false);
-        held.queue.set(q);
+    pub(crate) fn moved_to(&mut self, q: usize) {
+        debug_assert_eq!(self.core.run.held.queue.get(), q);
         self.q = q;
     }
 
@@ -283,6 +270,27 @@ impl HeldIds {
                 "tourbillon bug: a tail on a queue without a front"
             ),
         }
+    }
+
+    /// The batch of a spent run (every id taken was polled, none
+    /// requeued) becomes that of the run of queue `q`, which follows it in
+    /// the same loop (a queue switch, `Core::switch_in_run`): as
+    /// `Held::new`, with the first batch of a `RunnableFifo` taken at
+    /// once, under the borrow of the queues that the switch holds (the
+    /// batch `Held::next` would take first).
+    #[inline(always)]
+    pub(crate) fn restart(&self, qs: &mut Queues, q: usize) {
+        debug_assert!(self.pos.get() == self.len.get() && self.tail.len() == 0);
+        self.pos.set(0);
+        self.front_empty.set(false);
+        self.queue.set(q);
+        let len = match &mut qs.list[q].sched {
+            QueueScheduler::Fifo(f) => f.take_front(&self.batch.0),
+            // Taken by `Held::next` (a `Las` may prefetch; a custom
+            // scheduler's ids are checked).
+            _ => 0,
+        };
+        self.len.set(len);
     }
 
     /// Takes the next batch of FIFO queue `q` while the run holds requeued

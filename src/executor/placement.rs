@@ -100,18 +100,44 @@ impl Queues {
         let (Some(c), &[j]) = (cur, &self.pending[..]) else {
             return false;
         };
-        if self.eevdf.runnable_count() != 1
-            || !self.eevdf.ents[c].runnable
-            || self.eevdf.ents[j].runnable
-            || self.list[c].latency_ns.is_some()
-            || self.list[j].sched.is_empty()
-        {
+        if !self.lone_switch(c, j) {
             return false;
         }
-        self.list[j].activation_pending = false;
-        self.pending.clear();
+        self.switched(j);
         self.eevdf.switch_lone(c, j);
         true
+    }
+
+    /// The queue a queue switch goes to at this poll boundary, if it is
+    /// one: the running queue `c` has nothing left to run in this run
+    /// (`run_ends_now`) and [`lone_switch`](Self::lone_switch) holds for
+    /// the one queue to place. Changes nothing.
+    #[inline(always)]
+    pub(crate) fn switch_target(&self, held: &HeldIds, c: usize) -> Option<usize> {
+        let &[j] = &self.pending[..] else {
+            return None;
+        };
+        (self.run_ends_now(held, c) && self.lone_switch(c, j)).then_some(j)
+    }
+
+    /// Whether placing `j` and departing `c` is a queue switch: `c` is the
+    /// lone runnable queue and has no latency requirement (whose departure
+    /// ends the turn, R8e), and `j`, not runnable, has a task.
+    #[inline(always)]
+    fn lone_switch(&self, c: usize, j: usize) -> bool {
+        self.eevdf.runnable_count() == 1
+            && self.eevdf.ents[c].runnable
+            && !self.eevdf.ents[j].runnable
+            && self.list[c].latency_ns.is_none()
+            && !self.list[j].sched.is_empty()
+    }
+
+    /// The pending queue `j` is placed by a queue switch: no longer
+    /// pending.
+    #[inline(always)]
+    pub(crate) fn switched(&mut self, j: usize) {
+        self.list[j].activation_pending = false;
+        self.pending.clear();
     }
 
     /// Whether the running queue `c` has nothing left to run in this run:

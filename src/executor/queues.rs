@@ -17,12 +17,35 @@ use crate::sched::QueueScheduler;
 use crate::stats::QueueCounters;
 use crate::task::id::{GroupId, TaskKey};
 
+/// What a queue's scheduler asks of a run: per-poll durations
+/// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
+/// (`las`). Fixed when the queue is built (`QueueState::mode`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct SchedMode {
+    pub(super) timing: bool,
+    pub(super) tell_polled: bool,
+    pub(super) las: bool,
+}
+
+impl SchedMode {
+    /// What `sched` asks of a run.
+    pub(super) fn of(sched: &mut QueueScheduler) -> Self {
+        Self {
+            timing: sched.wants_timing(),
+            tell_polled: !sched.is_stateless(),
+            las: sched.batching_las().is_some(),
+        }
+    }
+}
+
 /// One queue at run time.
 pub(crate) struct QueueState {
     pub(crate) name: String,
     pub(crate) shares: u32,
     pub(crate) sched: QueueScheduler,
-    pub(crate) timing: bool,
+    /// What its scheduler asks of a run, read at every run's start and
+    /// queue switch (`Core::sched_mode`).
+    pub(super) mode: SchedMode,
     pub(crate) counters: QueueCounters,
     /// Running estimate of the cost of one poll, ns (amortised clock reads).
     pub(crate) poll_cost_ns: u64,
@@ -87,7 +110,7 @@ impl Queues {
             list.push(QueueState {
                 name,
                 shares: spec.shares,
-                timing: spec.scheduler.wants_timing(),
+                mode: SchedMode::of(&mut spec.scheduler),
                 sched: spec.scheduler,
                 counters: QueueCounters::default(),
                 poll_cost_ns: 0,

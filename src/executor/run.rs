@@ -24,6 +24,7 @@ use super::context::TaskScope;
 use super::core::Core;
 #[cfg(feature = "tracing")]
 use super::observe::Observer;
+use super::queues::SchedMode;
 use super::run_state::bump;
 use crate::task::harness::{poll_task, Done, Next, Polled};
 use crate::task::id::{GroupId, TaskKey};
@@ -55,16 +56,11 @@ struct RunMode {
     own_budget: bool,
     /// The panic policy resumes panics out of the driver.
     propagate: bool,
-}
-
-/// What the running queue's scheduler asks of the run: per-poll durations
-/// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
-/// (`las`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) struct SchedMode {
-    pub(super) timing: bool,
-    pub(super) tell_polled: bool,
-    pub(super) las: bool,
+    /// The run's loop may go on with the run of a queue whose scheduler
+    /// asks this of a run, after a queue switch (`Core::boundary_in_run`);
+    /// `None` with observation or `tracing`, which mark each run's start
+    /// and end.
+    chain: Option<SchedMode>,
 }
 
 /// Whether the run goes on after a poll.
@@ -74,6 +70,20 @@ enum Step {
     Next,
     /// The run ends at this boundary.
     EndRun,
+    /// The run ended at a queue switch, which started the run of this
+    /// queue (`Core::boundary_in_run`).
+    Switch(usize),
+}
+
+/// How the polls of a run ended.
+#[must_use = "a switch's run must be polled; a stop ends the run"]
+enum Polls {
+    /// The queue has nothing to run (`pop` returned `None`).
+    Drained,
+    /// A boundary ended the run.
+    Stopped,
+    /// A queue switch ended the run and started the run of this queue.
+    Switched(usize),
 }
 
 /// The run of queue `q`, which the turn picked and started
@@ -144,15 +154,19 @@ impl<'a> Run<'a> {
         }
         let mut held = Held::new(self.core, q);
         // The run in progress: a queue switch continues with the run of
-        // the queue switched to (`switch_run`).
+        // the queue switched to, which it started (`Core::switch_in_run`):
+        // without the return to the turn, the batch's put-back (it is
+        // spent), the run's setup (its mode, the poll marker,
+        // [`Held::new`]) and the checks between them.
         let mut run = *self;
         let drained = loop {
-            if run.poll_tasks(mode, &mut held) {
-                break true;
-            }
-            match run.switch_run::<PER_POLL>(mode, sched, &mut held) {
-                Some(next) => run = next,
-                None => break false,
+            match run.poll_tasks(mode, &mut held) {
+                Polls::Drained => break true,
+                Polls::Stopped => break false,
+                Polls::Switched(next) => {
+                    run = Run::new(self.core, next);
+                    held.moved_to(next);
+                }
             }
         };
         // Puts the batch back (`Held::put_back`) before the run's end.
@@ -162,74 +176,6 @@ impl<'a> Run<'a> {
             latencies.flush(&mut self.core.queues.borrow_mut());
         }
         run.end_run(drained)
-    }
-
-    /// The run of `q` ended at a queue switch (`Queues::switch_now`: `q`
-    /// ran out of tasks, departed, and the one queue it woke was placed):
-    /// when the turn goes on with no boundary work between the runs, and
-    /// the queue picked next asks the same of a run as `q` (`sched`, the
-    /// run's [`SchedMode`]), its run starts here and the loop of
-    /// [`run_queue_in`](Self::run_queue_in) polls on, without the return
-    /// to the turn: the same steps as [`end_run`](Self::end_run), the
-    /// turn's pick (`Eevdf::pick`) and `Core::start_run`, without the
-    /// batch's put-back (it is spent), the run's setup (its mode, the
-    /// poll marker, [`Held::new`]) and the checks between them: about 45
-    /// instructions less per switch (callgrind, `overhead_profile
-    /// pingpong 100000 2`, 2026-11-29). Returns the new run, or `None`
-    /// when the run ends here (`end_run` then ends it; a pick made here
-    /// is made again by the turn, to the same queue, and changes nothing).
-    /// Not with observation or `tracing`, which mark each run's start and
-    /// end.
-    #[inline(always)]
-    fn switch_run<const PER_POLL: bool>(
-        &self,
-        mode: RunMode,
-        sched: SchedMode,
-        held: &mut Held<'_>,
-    ) -> Option<Run<'a>> {
-        let (core, q) = (self.core, self.q);
-        let r = &core.run;
-        if mode.observe
-            || cfg!(feature = "tracing")
-            || r.turn.polls_left.get() == 0
-            || r.turn.over.get()
-            || r.clock.countdown_set.get() != r.clock.countdown.get()
-            || core.panics.holds()
-            || core.attention.get()
-            || core.intake.inbox.has_pending()
-            || !held.is_spent()
-        {
-            return None;
-        }
-        let mut qs = core.queues.borrow_mut();
-        // Departed during the run: only a queue switch does that.
-        if qs.eevdf.ents[q].runnable {
-            return None;
-        }
-        // `end_run`'s RUN_TO_PARITY, for the pick.
-        let protected =
-            !(r.end.renewed.get() || r.end.preempt.get() || r.end.preempt_at.get().is_some());
-        let next = if qs.eevdf.runnable_count() == 1 && !core.cfg.general_pick {
-            qs.eevdf.pick_lone()
-        } else {
-            qs.eevdf.pick(protected.then_some(q), core.cfg.general_pick)
-        }?;
-        let same = if PER_POLL {
-            let kind = Core::sched_mode(&mut qs, next);
-            (kind.timing || core.cheap_clock) && kind == sched
-        } else {
-            // `run_queue`'s instance without per-poll timing.
-            let kind = Core::sched_mode(&mut qs, next);
-            !kind.timing && kind.tell_polled == sched.tell_polled
-        };
-        if !same {
-            return None;
-        }
-        let _ = core.start_run(&mut qs, next);
-        drop(qs);
-        bump(&r.counters.runs);
-        held.switch_to(next);
-        Some(Run::new(core, next))
     }
 
     /// What a run of a queue whose scheduler is described by `sched` does
@@ -267,6 +213,7 @@ impl<'a> Run<'a> {
             #[cfg(feature = "tokio")]
             own_budget: defer_yields,
             propagate: self.core.panics.propagates(),
+            chain: (!observe && !cfg!(feature = "tracing")).then_some(sched),
         }
     }
 
@@ -276,7 +223,7 @@ impl<'a> Run<'a> {
     /// scheduler that breaks the contract must not make the executor spin
     /// on an empty queue).
     #[inline(always)]
-    fn poll_tasks(&self, mode: RunMode, held: &mut Held<'_>) -> bool {
+    fn poll_tasks(&self, mode: RunMode, held: &mut Held<'_>) -> Polls {
         // The start of the next poll: the last checkpoint's reading, or the
         // clock read that ended the previous poll.
         let mut poll_start = self.core.run.clock.last_ns.get();
@@ -287,10 +234,12 @@ impl<'a> Run<'a> {
         // in its `HeldIds`.
         loop {
             let Some(id) = held.next() else {
-                return true;
+                return Polls::Drained;
             };
-            if let Step::EndRun = self.poll_step(id, mode, &mut poll_start, &mut done) {
-                return false;
+            match self.poll_step(id, mode, &mut poll_start, &mut done) {
+                Step::Next => {}
+                Step::EndRun => return Polls::Stopped,
+                Step::Switch(next) => return Polls::Switched(next),
             }
         }
     }
@@ -361,7 +310,9 @@ impl<'a> Run<'a> {
             return Step::EndRun;
         }
         if self.core.attention.get() || self.core.intake.inbox.has_pending() {
-            self.core.boundary(false);
+            if let Some(next) = self.core.boundary_in_run(mode.chain) {
+                return Step::Switch(next);
+            }
         }
         if r.end.stop.get() {
             Step::EndRun

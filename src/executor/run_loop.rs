@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use super::accounting::contended;
 use super::core::Core;
-use super::queues::Queues;
-use super::run::{Run, SchedMode};
+use super::queues::{Queues, SchedMode};
+use super::run::Run;
 use super::run_state::bump;
 use crate::boundary;
 use crate::error::quarantine::Quarantine;
@@ -240,12 +240,31 @@ impl Core {
     /// the inbox, no abort) costs one call.
     #[inline(always)]
     pub(crate) fn boundary(&self, turn_start: bool) {
+        self.boundary_work(turn_start);
+        let _ = self.place_activations(true, None);
+    }
+
+    /// [`boundary`](Self::boundary) after a poll of a run whose loop may
+    /// go on with the run of another queue that asks the same of a run
+    /// (`chain`, that queue's [`SchedMode`]; `None` when the run may not:
+    /// observation and `tracing` mark each run's start and end): returns
+    /// the queue whose run a queue switch started here
+    /// ([`switch_in_run`](Self::switch_in_run)).
+    #[inline(always)]
+    pub(super) fn boundary_in_run(&self, chain: Option<SchedMode>) -> Option<usize> {
+        self.boundary_work(false);
+        self.place_activations(true, chain)
+    }
+
+    /// The boundary's work before placement: foreign wakes, remote spawns,
+    /// aborts.
+    #[inline(always)]
+    fn boundary_work(&self, turn_start: bool) {
         self.attention.set(false);
         self.intake.at_boundary(self, turn_start);
         if !self.aborts.borrow().is_empty() {
             self.drop_aborted();
         }
-        self.place_activations(true);
     }
 
     /// Drops the aborted idle tasks.
@@ -263,25 +282,91 @@ impl Core {
     }
 
     /// Places the queues that became runnable and decides preemption
-    /// (`Queues::place_activations`, `executor/placement.rs`).
-    /// `between_polls`: called at a poll boundary (no task of the running
-    /// queue is being polled), not from inside a poll (`should_yield`).
-    /// The clock is read before the queues are borrowed (it is user code).
+    /// (`Queues::place_activations`, `executor/placement.rs`), or makes a
+    /// queue switch that starts the next run here
+    /// ([`switch_in_run`](Self::switch_in_run), when `chain` allows one:
+    /// see [`boundary_in_run`](Self::boundary_in_run); returns the queue
+    /// it started). `between_polls`: called at a poll boundary (no task of
+    /// the running queue is being polled), not from inside a poll
+    /// (`should_yield`). The clock is read before the queues are borrowed
+    /// (it is user code).
     #[inline(never)]
-    pub(crate) fn place_activations(&self, between_polls: bool) {
+    pub(super) fn place_activations(
+        &self,
+        between_polls: bool,
+        chain: Option<SchedMode>,
+    ) -> Option<usize> {
         if self.queues.borrow().pending.is_empty() {
-            return;
+            return None;
         }
         let r = &self.run;
-        let charge = r
-            .current
-            .queue
-            .get()
+        let cur = r.current.queue.get();
+        let now = cur
             .filter(|_| r.clock.countdown_set.get() != r.clock.countdown.get())
-            .map(|c| (c, self.now_ns()));
-        self.queues
-            .borrow_mut()
-            .place_activations(r, &self.cfg, charge, between_polls);
+            .map(|_| self.now_ns());
+        let mut qs = self.queues.borrow_mut();
+        if let (Some(want), Some(c)) = (chain, cur) {
+            if let Some(next) = self.switch_in_run(&mut qs, c, want, now) {
+                return Some(next);
+            }
+        }
+        qs.place_activations(r, &self.cfg, cur.zip(now), between_polls);
+        None
+    }
+
+    /// A queue switch at a poll boundary of the run of `c`, whose next run
+    /// starts here: `c` has nothing left to run and is the lone runnable
+    /// queue, one queue `j` is to be placed (`Queues::switch_target`), and
+    /// the run's loop can go on with `j`'s run at once: `j` asks the same
+    /// of a run (`want`), no panic is held, no boundary work waits, and
+    /// the turn's budget is not spent by the charge of `c`'s last polls
+    /// (read at `now`, when some are uncharged). Then, under one borrow of
+    /// the queues: the charge of `c` (R1, R4), its departure (R7), the
+    /// placement of `j` (R6), the pick (R5: `j`, alone) in one pass over
+    /// the EEVDF table (`Eevdf::switch_lone_picked`), the start of `j`'s
+    /// run (`start_run`'s steps) and its first batch (`HeldIds::restart`).
+    /// The same steps, in the same order, as the charge and placement of
+    /// `Queues::place_activations` (whose departure and placement are
+    /// `Queues::switch_now`'s), the run's end and the turn's pick and
+    /// start: the flags of the run's end that the charge would set are not
+    /// set, since the start clears them. Returns `j`, or `None` (nothing
+    /// done: the general placement follows).
+    #[inline(always)]
+    fn switch_in_run(
+        &self,
+        qs: &mut Queues,
+        c: usize,
+        want: SchedMode,
+        now: Option<u64>,
+    ) -> Option<usize> {
+        let r = &self.run;
+        let j = qs.switch_target(&r.held, c)?;
+        if Self::sched_mode(qs, j) != want
+            || self.panics.holds()
+            || self.attention.get()
+            || self.intake.inbox.has_pending()
+            || r.turn.over.get()
+        {
+            return None;
+        }
+        // What the charge would leave of the turn's budget (R8d).
+        let polls = r.clock.countdown_set.get() - r.clock.countdown.get();
+        let polls_left = r.turn.polls_left.get().saturating_sub(polls);
+        if polls_left == 0 {
+            return None;
+        }
+        if let Some(now) = now {
+            if now.saturating_sub(r.turn.start_ns.get()) >= r.turn.host_interval_ns.get() {
+                return None;
+            }
+        }
+        let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
+        qs.switched(j);
+        qs.eevdf.switch_lone_picked(c, charge_ns, j);
+        self.begin_run(qs, j);
+        bump(&r.counters.runs);
+        r.held.restart(qs, j);
+        Some(j)
     }
 
     /// Sets the turn's host-yield interval from the queues that wait now
@@ -325,24 +410,28 @@ impl Core {
     /// [`Run::run_queue`]).
     #[inline(always)]
     pub(super) fn start_run(&self, qs: &mut Queues, q: usize) -> SchedMode {
+        self.begin_run(qs, q);
+        Self::sched_mode(qs, q)
+    }
+
+    /// [`start_run`](Self::start_run) without the scheduler's needs.
+    #[inline(always)]
+    fn begin_run(&self, qs: &mut Queues, q: usize) {
         let r = &self.run;
         qs.list[q].counters.runs += 1;
         r.current.queue.set(Some(q));
         r.current.start_ns.set(r.clock.last_ns.get());
         r.end.clear();
         self.run.reset_countdown(qs, q, &self.cfg);
-        Self::sched_mode(qs, q)
     }
 
-    /// What the scheduler of queue `q` asks of a run ([`SchedMode`]).
+    /// What the scheduler of queue `q` asks of a run ([`SchedMode`]), as
+    /// the queue's build found it.
     #[inline(always)]
     pub(super) fn sched_mode(qs: &mut Queues, q: usize) -> SchedMode {
         let st = &mut qs.list[q];
-        SchedMode {
-            timing: st.timing,
-            tell_polled: !st.sched.is_stateless(),
-            las: st.sched.batching_las().is_some(),
-        }
+        debug_assert_eq!(st.mode, SchedMode::of(&mut st.sched));
+        st.mode
     }
 
     /// The scheduler of queue `q` handed out `id`, which was not its to
@@ -440,7 +529,7 @@ impl Core {
             return false;
         };
         self.checkpoint(q);
-        self.place_activations(false);
+        let _ = self.place_activations(false, None);
         let r = &self.run;
         let yes = r.end.preempt.get()
             || r.turn.over.get()
