@@ -876,9 +876,21 @@ impl Las {
             }
             let s = &mut self.task_service[g];
             *s = s.saturating_add(ns);
-            if *s < bound {
+            let key = *s;
+            if key < bound {
                 ids[kept].set(task);
                 kept += 1;
+            } else if let (Order::Exact(radix), None) = (&mut self.order, &self.dead) {
+                // `push` without its lookups: the key is the service just
+                // charged, the task is not forgotten (no dead entries).
+                let bits = &mut self.queued_bits;
+                if g / 64 >= bits.len() {
+                    bits.resize(g / 64 + 1, 0);
+                }
+                bits[g / 64] |= 1 << (g % 64);
+                self.len += 1;
+                self.overtaken |= key < self.batch_key;
+                radix.push((key, task));
             } else {
                 self.push(task, GroupId::task(task.index()));
             }
