@@ -5,7 +5,9 @@
 //! is fixed when a task is pushed, so taking [`HELD`] ids at once and
 //! appending the yielded ones once per batch runs the tasks in exactly the
 //! order of one pop and one push per poll, at a fraction of the cost.
-//! Other schedulers go through [`Held`] with batches of one.
+//! A `Las` hands out level 0 (quantized keys) or the entries of its least
+//! key (exact keys) in batches; other schedulers go through [`Held`] with
+//! batches of one.
 //!
 //! It owns the movement of ids between the run and the scheduler (take,
 //! put back, requeue, flush: `impl HeldIds`); the storage is in
@@ -22,7 +24,7 @@ use crate::task::id::TaskKey;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
 /// ([`QueueScheduler::take_next`](crate::sched::QueueScheduler::take_next)):
-/// a batch from a `RunnableFifo`, one id from other schedulers. Those not
+/// a batch from a `RunnableFifo` or a `Las`, one id from other schedulers. Those not
 /// polled go back in front when the run ends, or when a panic unwinds
 /// through the run loop.
 ///

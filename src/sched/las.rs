@@ -77,7 +77,7 @@ use crate::task::id::{GroupId, TaskKey};
 ///   behind them, so they stay the next entries, in order; a push of a
 ///   smaller key (a new group, say) marks the scheduler, and the executor
 ///   puts the ids not yet polled back in front before it polls another
-///   (`take_overtaken`, [`put_front`](Las::put_front)). Tasks whose polls
+///   (`take_overtaken`, `put_front`). Tasks whose polls
 ///   take about the same time share keys (durations are whole ns), so
 ///   batches are long when many runnable tasks are alike.
 /// * Timing: `Las` asks for each poll's duration
