@@ -436,6 +436,41 @@ fn l1_least_attained_service_first_fifo_among_equals() {
     }
 }
 
+// L1 with batches of equal keys: `Las::exact()` hands the run loop the
+// entries of its least key at once; a task pushed during such a batch with
+// a smaller key (a new group, at 0) is polled next, before the batch's
+// other tasks (they go back in front), as one pop per poll would do. Ten
+// tasks of 10 us polls: the first round at service 0, the second at
+// 10 us, in which task 0 spawns task 100.
+#[test]
+fn l1_exact_a_new_task_overtakes_a_batch_of_equal_keys() {
+    let w = World::new(0, true);
+    let ex = las_queue(&w, Las::exact());
+    let spawner = ex.spawner();
+    for i in 0..10u32 {
+        let (w2, sp) = (w.clone(), spawner.clone());
+        let fut = async move {
+            for round in 0..3 {
+                w2.spend(i, 10 * US);
+                if i == 0 && round == 1 {
+                    let w3 = w2.clone();
+                    drop(sp.spawn(0, async move { w3.spend(100, 10 * US) }).unwrap());
+                }
+                yield_now().await;
+            }
+        };
+        drop(ex.spawn(0, fut).unwrap());
+    }
+    drop(spawner);
+    w.drive(&ex, || ex.stats().live_tasks == 0);
+    let order: Vec<u32> = w.trace.borrow().iter().map(|p| p.label).collect();
+    let mut want: Vec<u32> = (0..10).collect();
+    want.extend([0, 100]);
+    want.extend(1..10);
+    want.extend(0..10);
+    assert_eq!(order, want);
+}
+
 // L1 for quantized keys (`Las::quantized(q0, L)`; `Las::new()` is
 // `quantized(100 us, 16)`): pop order is by level of attained service
 // (0 below q0, then one level per doubling, capped at L - 1), FIFO within

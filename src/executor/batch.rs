@@ -5,7 +5,9 @@
 //! is fixed when a task is pushed, so taking [`HELD`] ids at once and
 //! appending the yielded ones once per batch runs the tasks in exactly the
 //! order of one pop and one push per poll, at a fraction of the cost.
-//! Other schedulers go through [`Held`] with batches of one.
+//! A `Las` hands out level 0 (quantized keys) or the entries of its least
+//! key (exact keys) in batches; other schedulers go through [`Held`] with
+//! batches of one.
 //!
 //! It owns the movement of ids between the run and the scheduler (take,
 //! put back, requeue, flush: `impl HeldIds`); the storage is in
@@ -22,7 +24,7 @@ use crate::task::id::TaskKey;
 
 /// The ids a run took from its queue's scheduler and has not polled yet
 /// ([`QueueScheduler::take_next`](crate::sched::QueueScheduler::take_next)):
-/// a batch from a `RunnableFifo`, one id from other schedulers. Those not
+/// a batch from a `RunnableFifo` or a `Las`, one id from other schedulers. Those not
 /// polled go back in front when the run ends, or when a panic unwinds
 /// through the run loop.
 ///
@@ -102,8 +104,8 @@ impl<'a> Held<'a> {
             QueueScheduler::Las(l) if l.batches() => l.take_front(&r.held.batch.0),
             QueueScheduler::Las(l) => {
                 let n = l.take_front(&r.held.batch.0);
-                if l.prefetch_due() {
-                    self.prefetch(l);
+                if l.prefetches() {
+                    self.prefetch(n);
                 }
                 n
             }
@@ -111,17 +113,21 @@ impl<'a> Held<'a> {
         }
     }
 
-    /// Prefetches the cells of the tasks a `Las` with exact keys expects
-    /// to hand out soon ([`Las::upcoming`](crate::sched::Las::upcoming)):
+    /// Prefetches the slab entries and cells of the `n` ids taken from a
+    /// `Las` with exact keys ([`Las::prefetches`](crate::sched::Las::prefetches)):
     /// its order visits the tasks in an order close to random, so without
     /// this each poll starts with two dependent cache misses (the task's
-    /// slab entry, then its cell). Read by the group, the slab entries'
-    /// misses overlap, and the cells' prefetches do not wait. A hint that
-    /// turns out wrong (a push overtook it) costs the reads.
+    /// slab entry, then its cell). Read by the batch, the slab entries'
+    /// misses overlap, and the cells' prefetches do not wait.
     #[inline(never)]
-    fn prefetch(&self, las: &crate::sched::Las) {
+    fn prefetch(&self, n: usize) {
+        if n < 2 {
+            return;
+        }
         if let Ok(tasks) = self.core.tasks.try_borrow() {
-            las.upcoming(|id| tasks.prefetch(id));
+            for id in &self.core.run.held.batch.0[..n] {
+                tasks.prefetch(id.get());
+            }
         }
     }
 
@@ -143,8 +149,8 @@ impl<'a> Held<'a> {
             let len = r.held.refill_after_requeues(&mut qs, self.q);
             if let QueueScheduler::Las(l) = &qs.list[self.q].sched {
                 // An exact `Las` requeues through the tail too.
-                if l.prefetch_due() {
-                    self.prefetch(l);
+                if l.prefetches() {
+                    self.prefetch(len);
                 }
             }
             self.checked_if_custom(&mut qs, len)
@@ -330,6 +336,30 @@ impl HeldIds {
             dst.set(src.get());
         }
         n
+    }
+
+    /// After a push to queue `q`: if the run holds ids of `q` not polled
+    /// yet and the push went ahead of them (a `Las` with exact keys hands
+    /// out the entries of its least key, which a push of a smaller key
+    /// overtakes: `Las::take_overtaken`), puts them back in front of the
+    /// queue, so that the run's next id is the pushed task.
+    #[inline(always)]
+    pub(crate) fn yield_to_push(&self, qs: &mut Queues, q: usize) {
+        if self.open.get() && self.queue.get() == q && self.pos.get() != self.len.get() {
+            self.put_back_if_overtaken(qs, q);
+        }
+    }
+
+    #[inline(never)]
+    fn put_back_if_overtaken(&self, qs: &mut Queues, q: usize) {
+        let QueueScheduler::Las(las) = &mut qs.list[q].sched else {
+            return;
+        };
+        if las.take_overtaken() {
+            let (pos, len) = (self.pos.get(), self.len.get());
+            las.put_front(&self.batch.0[pos..len]);
+            self.len.set(pos);
+        }
     }
 
     /// Puts woken task `id` of queue `q` at the end of the run's batch,

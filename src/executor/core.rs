@@ -188,7 +188,11 @@ impl Core {
     pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskKey, group: GroupId) -> bool {
         self.run.held.flush_tail(qs);
         self.run.held.front_empty.set(false);
-        qs.push(q, id, group)
+        let activated = qs.push(q, id, group);
+        // A task pushed to the running queue ahead of the ids the run
+        // holds (a `Las` with exact keys): they go back behind it.
+        self.run.held.yield_to_push(qs, q);
+        activated
     }
 
     /// A wake of `id` on the executor's own thread.

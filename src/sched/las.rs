@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use super::scheduler::Scheduler;
 use crate::task::id::{GroupId, TaskKey};
-use crate::task::slab::prefetch_read;
 
 /// Least-attained-service scheduler (opt-in per queue; the default is
 /// [`RunnableFifo`](crate::sched::RunnableFifo)): the runnable task whose group has
@@ -42,14 +41,13 @@ use crate::task::slab::prefetch_read;
 ///   running task is charged after its poll, in O(1), so its next push
 ///   sees the new total. This is exact LAS on the keys (the key of a
 ///   waiting task is stale by what its group's other tasks received since
-///   it was pushed; that only favours tasks already waiting). The order
-///   follows measured durations, so it visits the tasks in an order close
-///   to random: every eighth pop, the run loop prefetches the tasks 8 to
-///   15 pops ahead (their slab entries and cells, and this scheduler's
-///   service word of each), so that their cache misses overlap instead of
-///   opening each poll. Without a guard, a task of its own group that is
-///   runnable again goes through the run loop's tail, charged and pushed
-///   before the next `pop` (see the batch path below).
+///   it was pushed; that only favours tasks already waiting). Without a
+///   guard, the run loop takes the entries of the least key (up to 64 at
+///   once, in push order; see the batch path below) and prefetches their
+///   tasks' slab entries and cells as it takes them: the order follows
+///   measured durations, so it visits the tasks in an order close to
+///   random, and the cache misses of a batch overlap instead of opening
+///   each poll.
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -65,7 +63,7 @@ use crate::task::slab::prefetch_read;
 ///   surfaces (a set of such tasks, looked up only while it holds one);
 ///   with levels and no guard, no sequence numbers are kept: the
 ///   entry is handed out, and the executor skips it (its task has ended).
-/// * The run loop's batch path (quantized keys, no guard): level 0 is a
+/// * The run loop's batch path (no guard): with quantized keys, level 0 is a
 ///   FIFO that no push can overtake (a push never goes below level 0), so
 ///   the executor takes its ids 64 at a time and requeues the tasks of
 ///   their own groups behind it in bulk, as it does for
@@ -73,9 +71,15 @@ use crate::task::slab::prefetch_read;
 ///   charged to its group when the requeues are pushed, and a task whose
 ///   group left level 0 goes to its level then. Nothing reaches the
 ///   scheduler in between, so the order is that of one `pop`, one charge
-///   and one `push` per poll. With exact keys and no guard, the run loop
-///   takes one id at a time and requeues through the same tail, which is
-///   pushed before the next `pop` and before any other push.
+///   and one `push` per poll. With exact keys and no guard, a batch is
+///   the entries of the least key: a requeue's key (the batch's plus its
+///   poll's duration) and any push of the same key or a greater one go
+///   behind them, so they stay the next entries, in order; a push of a
+///   smaller key (a new group, say) marks the scheduler, and the executor
+///   puts the ids not yet polled back in front before it polls another
+///   (`take_overtaken`, `put_front`). Tasks whose polls
+///   take about the same time share keys (durations are whole ns), so
+///   batches are long when many runnable tasks are alike.
 /// * Timing: `Las` asks for each poll's duration
 ///   ([`wants_timing`](Scheduler::wants_timing)), so its queue reads the
 ///   clock once per poll ([`SystemClock`](crate::clock::SystemClock): the
@@ -138,6 +142,11 @@ pub struct Las {
     /// entry of a forgotten task stays (and counts in `len`) until popped,
     /// and the executor skips it (its id is stale).
     batching: bool,
+    /// Exact keys without a guard: the key of the ids the last
+    /// [`take_front`](Las::take_front) handed out, and whether a push of
+    /// a smaller key came since (`take_overtaken`).
+    batch_key: u64,
+    overtaken: bool,
     guard: Option<Guard>,
 }
 
@@ -198,11 +207,6 @@ const DIGIT: u32 = 6;
 /// Levels of [`Radix`]: enough digits for 64-bit keys.
 const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
 
-/// How many pops of an exact `Las` apart the run loop prefetches the
-/// tasks of its next entries, and half their number
-/// ([`Las::upcoming`]).
-const UPCOMING: usize = 8;
-
 /// The exact form's priority queue: a radix heap of `(key, payload)`
 /// entries with 64 slots per level (6 bits of the key), popped least key
 /// first, equal keys in push order, and a binary heap for keys below the
@@ -262,9 +266,6 @@ struct Radix<P> {
     spare_cap: usize,
     /// Entries in the slots (not in `low`).
     entries: usize,
-    /// Pops so far (wrapping): when to offer the next entries for
-    /// prefetching ([`upcoming`](Radix::upcoming)).
-    pops: u32,
 }
 
 impl<P> Default for Radix<P> {
@@ -280,7 +281,6 @@ impl<P> Default for Radix<P> {
             spare: Vec::new(),
             spare_cap: 0,
             entries: 0,
-            pops: 0,
         }
     }
 }
@@ -330,7 +330,6 @@ impl<P: Copy + Ord> Radix<P> {
 
     #[inline]
     fn pop(&mut self) -> Option<Entry<P>> {
-        self.pops = self.pops.wrapping_add(1);
         if let Some(Reverse((k, _, p))) = self.low.pop() {
             return Some((k, p));
         }
@@ -430,36 +429,109 @@ impl<P: Copy + Ord> Radix<P> {
             }
         }
     }
+}
 
-    /// Whether this pop is one of every [`UPCOMING`]th, and the next
-    /// entries to pop are in level 0 (no key below `base` waits).
-    #[inline(always)]
-    fn prefetch_due(&self) -> bool {
-        self.pops.is_multiple_of(UPCOMING as u32) && self.levels & 1 != 0 && self.low.is_empty()
-    }
-
-    /// Calls `f` with the payloads of the entries that will be popped
-    /// `skip` to `skip + n - 1` pops from now, in order, if nothing is
-    /// pushed before them and they are in level 0 (its slots in key
-    /// order, each from its read position).
-    fn upcoming(&self, skip: usize, n: usize, mut f: impl FnMut(P)) {
-        let (mut skip, mut n) = (skip, n);
-        let mut occupied = self.occupied[0];
-        while occupied != 0 && n > 0 {
-            let s = occupied.trailing_zeros() as usize;
-            occupied &= occupied - 1;
-            let slot = &self.slots[s][self.heads[s] as usize..];
-            if skip >= slot.len() {
-                skip -= slot.len();
-                continue;
+impl Radix<TaskKey> {
+    /// Moves the entries that the next pops would return while nothing is
+    /// pushed, up to `buf.len()`, into `buf`, and returns how many and
+    /// their key: the entry of the least key below `base`, if any, alone;
+    /// else the entries of level 0's first non-empty slot, which all have
+    /// its least key, in push order. A push of that key or a greater one
+    /// goes behind them, so they stay the next entries, in this order,
+    /// until a push of a smaller key, before which the ones not run go
+    /// back ([`put_front`](Radix::put_front)).
+    #[inline]
+    fn take_least(&mut self, buf: &[Cell<TaskKey>]) -> (usize, u64) {
+        if !self.low.is_empty() {
+            return match self.pop() {
+                Some((k, task)) => {
+                    buf[0].set(task);
+                    (1, k)
+                }
+                None => (0, 0),
+            };
+        }
+        if self.levels & 1 == 0 {
+            if self.levels == 0 {
+                // Empty: any key may enter the radix part.
+                self.base = 0;
+                return (0, 0);
             }
-            let take = &slot[skip..slot.len().min(skip + n)];
-            skip = 0;
-            n -= take.len();
-            for e in take {
-                f(e.1);
+            self.redistribute();
+        }
+        let s = self.occupied[0].trailing_zeros() as usize;
+        let h = self.heads[s] as usize;
+        let slot = &mut self.slots[s];
+        let n = (slot.len() - h).min(buf.len());
+        let key = slot[h].0;
+        for (dst, e) in buf.iter().zip(&slot[h..h + n]) {
+            dst.set(e.1);
+        }
+        self.entries -= n;
+        if h + n < slot.len() {
+            self.heads[s] = (h + n) as u32;
+        } else {
+            self.heads[s] = 0;
+            let buf = std::mem::take(slot);
+            self.recycle(buf);
+            self.occupied[0] &= !(1 << s);
+            if self.occupied[0] == 0 {
+                self.levels &= !1;
             }
         }
+        (n, key)
+    }
+
+    /// Puts `ids` back, with key `key`, before every entry of that key:
+    /// undoes a [`take_least`](Radix::take_least) of ids that were not run
+    /// (the pushes since then are of keys of at least `base`, so `key`
+    /// still belongs where it was taken from, or below `base`). O(`ids`)
+    /// when the slot did not empty, which moves its read position back
+    /// (a run that ends inside a batch); else the entries pushed since
+    /// move behind them.
+    #[inline(never)]
+    fn put_front(&mut self, key: u64, ids: &[Cell<TaskKey>]) {
+        if ids.is_empty() {
+            return;
+        }
+        if key < self.base {
+            // Taken from `low`: one id, which the earliest push number
+            // puts first among its key's.
+            for id in ids.iter().rev() {
+                self.low.push(Reverse((key, 0, id.get())));
+            }
+            return;
+        }
+        let (l, s) = self.place(key);
+        debug_assert_eq!(l, 0, "tourbillon bug: a batch taken outside level 0");
+        let h = self.heads[s] as usize;
+        let n = ids.len();
+        if h >= n {
+            // The slot kept its buffer since the take (it did not empty):
+            // the ids are the entries just before its read position.
+            debug_assert!(
+                self.slots[s][h - n..h]
+                    .iter()
+                    .zip(ids)
+                    .all(|(e, id)| *e == (key, id.get())),
+                "tourbillon bug: a batch put back where it was not taken"
+            );
+            self.heads[s] = (h - n) as u32;
+        } else {
+            // The take emptied the slot (read position 0): before the
+            // entries pushed since.
+            let rest = std::mem::take(&mut self.slots[s]);
+            let slot = &mut self.slots[s];
+            slot.reserve(n + rest.len());
+            slot.extend(ids.iter().map(|id| (key, id.get())));
+            slot.extend_from_slice(&rest);
+            if rest.capacity() > 0 {
+                self.recycle(rest);
+            }
+        }
+        self.entries += n;
+        self.occupied[0] |= 1 << s;
+        self.levels |= 1;
     }
 }
 
@@ -520,6 +592,8 @@ impl Las {
             queue_time: 0,
             level0_below: 0,
             batching: false,
+            batch_key: 0,
+            overtaken: false,
             guard: None,
         }
     }
@@ -640,11 +714,12 @@ impl Las {
                 if i / 64 >= self.queued_bits.len() {
                     self.queued_bits.resize(i / 64 + 1, 0);
                 }
-                debug_assert_eq!(
-                    self.queued_bits[i / 64] & 1 << (i % 64),
-                    0,
-                    "{task:?} pushed twice"
-                );
+                // The bit may be set already: an id the run loop put back
+                // ([`put_front`](Las::put_front)) may be that of a task
+                // that ended while the run held it, whose slot a new task
+                // took. Its entry is handed out and skipped (its id is
+                // stale), and clears the bit or finds it clear, as the
+                // new task's entry does.
                 self.queued_bits[i / 64] |= 1 << (i % 64);
             }
             return 0;
@@ -692,6 +767,26 @@ impl Las {
     /// level 0 holds any, else the one id [`pop`](Scheduler::pop) returns.
     #[inline]
     pub(crate) fn take_front(&mut self, buf: &[Cell<TaskKey>]) -> usize {
+        if let Order::Exact(radix) = &mut self.order {
+            let n = loop {
+                // One at a time while entries of forgotten tasks wait.
+                let buf = if self.dead.is_some() { &buf[..1] } else { buf };
+                let (n, key) = radix.take_least(buf);
+                if n == 1 && self.dead.is_some() && Dead::take(&mut self.dead, buf[0].get()) {
+                    // Forgotten while queued: `forget` counted it out.
+                    continue;
+                }
+                self.batch_key = key;
+                break n;
+            };
+            for id in &buf[..n] {
+                let i = id.get().index() as usize;
+                self.queued_bits[i / 64] &= !(1 << (i % 64));
+            }
+            self.len -= n;
+            self.overtaken = false;
+            return n;
+        }
         if !self.batches() || self.front_is_empty() {
             return match self.pop() {
                 Some(id) => {
@@ -726,40 +821,12 @@ impl Las {
         n
     }
 
-    /// Whether the run loop should prefetch the tasks of the next
-    /// entries ([`upcoming`](Las::upcoming)): with exact keys and no
-    /// guard, at every [`UPCOMING`]th pop, while the next entries are in
-    /// the radix heap's level 0 (no key below it waits). A few
-    /// instructions.
+    /// Whether the run loop should prefetch the tasks of the ids
+    /// [`take_front`](Las::take_front) hands out: exact keys without a
+    /// guard, whose order visits the tasks in an order close to random.
     #[inline(always)]
-    pub(crate) fn prefetch_due(&self) -> bool {
-        match &self.order {
-            Order::Exact(radix) => radix.prefetch_due(),
-            _ => false,
-        }
-    }
-
-    /// Calls `f` with the tasks that [`pop`](Scheduler::pop) will return
-    /// [`UPCOMING`] to `2 * UPCOMING - 1` pops from now if nothing is
-    /// pushed before them (possibly forgotten ones), for the run loop to
-    /// prefetch their slab entries and cells; prefetches this scheduler's
-    /// own word of each (the service of its own group, read at its next
-    /// charge and push). The exact order visits the tasks in an order
-    /// close to random, so each poll would start with cache misses;
-    /// prefetched a few polls ahead by the group, their misses overlap.
-    /// Called when [`prefetch_due`](Las::prefetch_due): each entry is
-    /// offered once, if the order does not change in between.
-    #[inline(never)]
-    pub(crate) fn upcoming(&self, mut f: impl FnMut(TaskKey)) {
-        let Order::Exact(radix) = &self.order else {
-            return;
-        };
-        radix.upcoming(UPCOMING, UPCOMING, |task| {
-            if let Some(w) = self.task_service.get(task.index() as usize) {
-                prefetch_read(w);
-            }
-            f(task);
-        });
+    pub(crate) fn prefetches(&self) -> bool {
+        matches!(self.order, Order::Exact(_))
     }
 
     /// Whether level 0 holds no entry (always, for exact keys).
@@ -809,9 +876,21 @@ impl Las {
             }
             let s = &mut self.task_service[g];
             *s = s.saturating_add(ns);
-            if *s < bound {
+            let key = *s;
+            if key < bound {
                 ids[kept].set(task);
                 kept += 1;
+            } else if let (Order::Exact(radix), None) = (&mut self.order, &self.dead) {
+                // `push` without its lookups: the key is the service just
+                // charged, the task is not forgotten (no dead entries).
+                let bits = &mut self.queued_bits;
+                if g / 64 >= bits.len() {
+                    bits.resize(g / 64 + 1, 0);
+                }
+                bits[g / 64] |= 1 << (g % 64);
+                self.len += 1;
+                self.overtaken |= key < self.batch_key;
+                radix.push((key, task));
             } else {
                 self.push(task, GroupId::task(task.index()));
             }
@@ -823,6 +902,15 @@ impl Las {
     /// Puts `ids` back in front of level 0, in order: undoes a
     /// [`take_front`](Las::take_front) of ids that were not run.
     pub(crate) fn put_front(&mut self, ids: &[Cell<TaskKey>]) {
+        if let Order::Exact(radix) = &mut self.order {
+            radix.put_front(self.batch_key, ids);
+            for id in ids {
+                let i = id.get().index() as usize;
+                self.queued_bits[i / 64] |= 1 << (i % 64);
+            }
+            self.len += ids.len();
+            return;
+        }
         debug_assert!(
             self.batches() || ids.is_empty(),
             "tourbillon bug: a Las batch without levels"
@@ -843,6 +931,16 @@ impl Las {
         if !fifo.is_empty() {
             *nonempty |= 1;
         }
+    }
+
+    /// Whether a push came since the last [`take_front`](Las::take_front)
+    /// whose key is below that of the ids it handed out (exact keys, no
+    /// guard): the ids not run yet must go back
+    /// ([`put_front`](Las::put_front)) for the pushed task to run first.
+    /// Clears the mark.
+    #[inline]
+    pub(crate) fn take_overtaken(&mut self) -> bool {
+        std::mem::take(&mut self.overtaken)
     }
 
     /// Charges a poll of `ns` to `group` ([`polled`](Scheduler::polled)
@@ -871,11 +969,14 @@ impl Scheduler for Las {
         let seq = self.enter(task);
         match &mut self.order {
             Order::Exact(radix) => {
-                if Dead::take(&mut self.dead, task) {
+                if self.dead.is_some() && Dead::take(&mut self.dead, task) {
                     // A forgotten task pushed again (the executor never
                     // does this: a forgotten task has ended): its old entry
                     // goes now, so that it cannot be taken for the new one.
                     radix.remove(task);
+                }
+                if key < self.batch_key {
+                    self.overtaken = true;
                 }
                 radix.push((key, task))
             }
@@ -1218,10 +1319,11 @@ mod tests {
     /// The radix heap of tasks (no sequence numbers) against a sorted
     /// list: pops by key, equal keys in push order, with removals of
     /// entries anywhere (the slow path of a forgotten task pushed again);
-    /// and the entries it offers for prefetching are those the next pops
-    /// return, in order.
+    /// and a batch it hands out ([`Radix::take_least`]) is the next
+    /// entries the pops would return, all of the least key, and goes back
+    /// in place ([`Radix::put_front`]).
     #[test]
-    fn radix_of_tasks_pops_in_order_removes_and_offers_the_next_entries() {
+    fn radix_of_tasks_pops_in_order_removes_and_takes_batches_of_the_least_key() {
         let mut rng = Rng(0x0FF3_0037);
         for case in 0..300 {
             let mut radix: Radix<TaskKey> = Radix::default();
@@ -1259,12 +1361,22 @@ mod tests {
                     }
                 }
                 model.sort();
-                if radix.low.is_empty() {
-                    let mut offered = Vec::new();
-                    radix.upcoming(3, 5, |task| offered.push(task));
-                    let next: Vec<TaskKey> = model.iter().skip(3).take(5).map(|e| e.2).collect();
-                    assert!(next.starts_with(&offered), "case {case}, step {step}");
+                // A batch: the next entries, all of the least key (one
+                // from below `base`), then put back.
+                let from_low = !radix.low.is_empty();
+                let buf: Vec<Cell<TaskKey>> = (0..5).map(|_| Cell::new(t(0))).collect();
+                let (n, key) = radix.take_least(&buf);
+                let least = model.first().map(|e| e.0);
+                let ties = model.iter().take_while(|e| Some(e.0) == least).count();
+                let want = if from_low { ties.min(1) } else { ties.min(5) };
+                assert_eq!(n, want, "case {case}, step {step}");
+                if n > 0 {
+                    assert_eq!(Some(key), least, "case {case}, step {step}");
                 }
+                let got: Vec<TaskKey> = buf[..n].iter().map(Cell::get).collect();
+                let next: Vec<TaskKey> = model.iter().take(n).map(|e| e.2).collect();
+                assert_eq!(got, next, "case {case}, step {step}");
+                radix.put_front(key, &buf[..n]);
             }
             model.sort();
             for want in model {
@@ -1344,6 +1456,124 @@ mod tests {
             queued.sort();
             let rest: Vec<u32> = std::iter::from_fn(|| s.pop()).map(|k| k.index()).collect();
             assert_eq!(rest, queued.iter().map(|e| e.2).collect::<Vec<_>>());
+        }
+    }
+
+    /// `Las::exact()` handed out in batches, as the run loop takes it
+    /// (`take_front`; requeues of tasks of their own groups charged and
+    /// pushed through the tail, `push_back_charged`, before the next batch
+    /// and before any other push; a keyed group's task charged and pushed
+    /// at once; other tasks pushed in between, some with keys below the
+    /// batch's, after which the batch's rest goes back, `take_overtaken`
+    /// and `put_front`; tasks that end or wait), against the reference
+    /// model of one pop, one charge and one push per poll: the same tasks
+    /// polled in the same order. Durations in steps of 250 ns, 0
+    /// included, so that keys tie often.
+    #[test]
+    fn exact_las_batches_poll_in_the_order_of_one_pop_per_poll() {
+        let mut rng = Rng(0xBA7C_0037);
+        for case in 0..300 {
+            let mut s = Las::exact();
+            let tasks = 1 + rng.below(80) as u32;
+            let group = |i: u32| {
+                if i % 5 == 4 {
+                    GroupId::keyed(i % 2)
+                } else {
+                    GroupId::task(i)
+                }
+            };
+            let mut service = std::collections::HashMap::<GroupId, u64>::new();
+            // The model's queue: (key, push number, task).
+            let mut model: Vec<(u64, u64, u32)> = Vec::new();
+            let mut idle: Vec<u32> = Vec::new();
+            let mut pushes = 0u64;
+            let push = |s: &mut Las,
+                        model: &mut Vec<(u64, u64, u32)>,
+                        pushes: &mut u64,
+                        service: &std::collections::HashMap<GroupId, u64>,
+                        i: u32| {
+                *pushes += 1;
+                model.push((service.get(&group(i)).copied().unwrap_or(0), *pushes, i));
+                s.push(t(i), group(i));
+            };
+            for i in 0..tasks {
+                push(&mut s, &mut model, &mut pushes, &service, i);
+            }
+            let buf: Vec<Cell<TaskKey>> = (0..64).map(|_| Cell::new(t(0))).collect();
+            let tail_ids: Vec<Cell<TaskKey>> = (0..64).map(|_| Cell::new(t(0))).collect();
+            let tail_ns: Vec<Cell<u64>> = (0..64).map(|_| Cell::new(0)).collect();
+            let mut polls = 0;
+            while polls < 2_000 {
+                let mut n = s.take_front(&buf);
+                if n == 0 {
+                    assert!(model.is_empty(), "case {case}");
+                    if idle.is_empty() {
+                        break;
+                    }
+                    let i = idle.swap_remove(rng.below(idle.len() as u64) as usize);
+                    push(&mut s, &mut model, &mut pushes, &service, i);
+                    continue;
+                }
+                let (mut pos, mut tail) = (0, 0);
+                while pos < n {
+                    let id = buf[pos].get();
+                    pos += 1;
+                    polls += 1;
+                    model.sort();
+                    let want = model.remove(0);
+                    assert_eq!(id, t(want.2), "case {case}, poll {polls}");
+                    let i = id.index();
+                    let ns = 250 * rng.below(4);
+                    *service.entry(group(i)).or_insert(0) += ns;
+                    match rng.below(8) {
+                        0 => {
+                            // Ends: charged, not pushed.
+                            s.polled(id, group(i), Some(Duration::from_nanos(ns)), true);
+                        }
+                        1 => {
+                            // Waits: charged at once.
+                            s.charge(group(i), ns);
+                            idle.push(i);
+                        }
+                        _ if !group(i).is_task_group() => {
+                            // A keyed group's task: the tail first, then
+                            // charged and pushed.
+                            s.push_back_charged(&tail_ids[..tail], &tail_ns[..tail]);
+                            tail = 0;
+                            s.charge(group(i), ns);
+                            pushes += 1;
+                            model.push((service[&group(i)], pushes, i));
+                            s.push(id, group(i));
+                        }
+                        _ => {
+                            tail_ids[tail].set(id);
+                            tail_ns[tail].set(ns);
+                            tail += 1;
+                            pushes += 1;
+                            model.push((service[&group(i)], pushes, i));
+                        }
+                    }
+                    if !idle.is_empty() && rng.below(4) == 0 {
+                        // Another task woken: the tail first.
+                        s.push_back_charged(&tail_ids[..tail], &tail_ns[..tail]);
+                        tail = 0;
+                        let j = idle.swap_remove(rng.below(idle.len() as u64) as usize);
+                        if group(j).is_task_group() && rng.below(3) == 0 {
+                            // Its group ended (its task did), and a new
+                            // task took its slot, at 0.
+                            service.remove(&group(j));
+                            s.group_ended(group(j));
+                        }
+                        push(&mut s, &mut model, &mut pushes, &service, j);
+                        if s.take_overtaken() {
+                            s.put_front(&buf[pos..n]);
+                            n = pos;
+                        }
+                    }
+                }
+                s.push_back_charged(&tail_ids[..tail], &tail_ns[..tail]);
+                assert_eq!(s.len(), model.len(), "case {case}");
+            }
         }
     }
 
