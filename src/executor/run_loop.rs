@@ -67,6 +67,7 @@ impl Core {
     /// (its ends may have woken tasks or the driver's own future).
     pub(crate) fn run_turn(&self, follows: bool) -> Turn {
         let turn = self.turn(follows);
+        self.observer.turn_ended();
         if self.panics.holds() {
             return self.after_held(turn);
         }
@@ -97,6 +98,7 @@ impl Core {
         };
         let r = &self.run;
         r.turn.start_ns.set(now);
+        self.observer.turn_started(now);
         self.update_host_interval();
         r.clock.last_ns.set(now);
         r.turn.polls_left.set(self.cfg.max_polls);
