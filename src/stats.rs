@@ -313,10 +313,9 @@ fn unclamped_index(ns: u64) -> usize {
     ((ns >> (e - SUB_BITS)) + SUB * u64::from(e) - SUB * u64::from(SUB_BITS)) as usize
 }
 
-/// The buckets of [`LatencyRecorder`]: every index
-/// [`unclamped_index`] makes (at most `SUB * 63 - SUB * SUB_BITS + 2 * SUB
-/// - 1 = 495`), rounded up to a power of two so that a mask keeps the
-/// index in bounds.
+/// The buckets of [`LatencyRecorder`]: every index [`unclamped_index`]
+/// makes (495 at most, for `u64::MAX`), rounded up to a power of two so
+/// that a mask keeps the index in bounds.
 const RECORDER_BUCKETS: usize = 512;
 
 /// A histogram of durations with log-linear buckets (HdrHistogram's layout

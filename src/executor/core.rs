@@ -274,19 +274,19 @@ impl Core {
             self.refuse_quarantined(q)?;
         }
         let group = group.map(|key| self.groups.borrow_mut().join(key));
-        // Before the borrow: the clock, if it is read, is user code.
-        let ready = self.cfg.latency.then(|| self.ready_stamp());
         let (spawned, id, group) = {
             let mut tasks = self.tasks.borrow_mut();
             let (spawned, id, group) = insert(&mut tasks, group);
             if let Some(name) = name {
                 tasks.set_name(id, name);
             }
-            if let Some(ready) = ready {
-                tasks.set_ready(id, ready);
-            }
             (spawned, id, group)
         };
+        if self.cfg.latency {
+            // Not under the borrow: the clock, if it is read, is user code.
+            let ready = self.ready_stamp();
+            self.tasks.borrow_mut().set_ready(id, ready);
+        }
         let activated = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.spawned += 1;
