@@ -105,7 +105,8 @@ impl<K: QueueKey> Builder<K> {
     /// * yielded, or woken during its own poll: the end of that poll;
     /// * spawned or woken by the executor between polls (a wake or a spawn
     ///   from another thread, taken from its inbox at a poll boundary): the
-    ///   end of the poll before, or the start of the turn;
+    ///   end of the poll before (a clock read of its own before a turn's
+    ///   first poll);
     /// * spawned or woken by the main future of
     ///   [`block_on`](crate::Executor::block_on) or
     ///   [`run_until`](crate::Executor::run_until): one clock reading,

@@ -139,8 +139,8 @@ impl Core {
     }
 
     /// What a task that becomes runnable now is stamped with for the
-    /// latency histograms ([`Observer::ready_stamp`]): during a turn, the
-    /// executor's latest clock reading; in the poll of a driver's own
+    /// latency histograms ([`Observer::ready_stamp`]): from a turn's first
+    /// poll on, the executor's latest clock reading; in the poll of a driver's own
     /// future, one clock reading taken at its first spawn or wake;
     /// elsewhere a clock read.
     #[inline(always)]

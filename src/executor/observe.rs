@@ -35,9 +35,9 @@ pub(crate) struct Observer {
     /// empty unless they are on.
     latency: Box<[LatencyRecorder]>,
     /// With the histograms on, what a task that becomes runnable now is
-    /// stamped with ([`ready_stamp`](Self::ready_stamp)): during a turn,
-    /// the executor's latest clock reading (a turn's start, a poll's
-    /// start, a poll's end), so that no spawn or wake reads the clock;
+    /// stamped with ([`ready_stamp`](Self::ready_stamp)): from a turn's
+    /// first poll on, the executor's latest clock reading (a poll's start,
+    /// a poll's end), so that no spawn or wake reads the clock;
     /// [`STAMP_READ_ONCE`] during the poll of a driver's own future;
     /// [`STAMP_READ`] elsewhere. (A clock that reads one of these two
     /// values makes the stamps after it read the clock: no harm done.)
@@ -198,13 +198,6 @@ impl Observer {
             self.stamp.set(now);
         }
         now
-    }
-
-    /// A turn starts at `now_ns`: tasks that become runnable in it before
-    /// the first poll are stamped with it.
-    #[inline(always)]
-    pub(super) fn turn_started(&self, now_ns: u64) {
-        self.stamp.set(now_ns);
     }
 
     /// The turn ended (or the driver left it): a stamp reads the clock.

@@ -98,7 +98,6 @@ impl Core {
         };
         let r = &self.run;
         r.turn.start_ns.set(now);
-        self.observer.turn_started(now);
         self.update_host_interval();
         r.clock.last_ns.set(now);
         r.turn.polls_left.set(self.cfg.max_polls);
