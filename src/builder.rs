@@ -124,9 +124,9 @@ impl<K: QueueKey> Builder<K> {
     /// again; the buckets (4 KiB per queue) are allocated with the
     /// executor. On the headline workload of near-empty polls (50,000
     /// tasks x 5 yields on one `RunnableFifo` queue), `valgrind
-    /// --tool=callgrind` counts 2,210 instructions per task with the
-    /// histograms and a stall detector, 1,885 with a clock read per poll
-    /// alone (a stall detector) and 1,350 without either
+    /// --tool=callgrind` counts 2,196 instructions per task with the
+    /// histograms and a stall detector, 1,889 with a clock read per poll
+    /// alone (a stall detector) and 1,349 without either
     /// (`overhead_profile observe 3`, `observe 3 5 clock` and `3 5 1
     /// fresh`, `--toggle-collect=overhead_profile::workload`, medians of 3;
     /// 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc

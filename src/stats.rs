@@ -305,12 +305,14 @@ const BUCKETS: usize = (SUB as usize) * (MAX_EXP - SUB_BITS + 1) as usize + 1;
 
 /// The bucket of `ns` in [`LatencyHistogram`]'s layout extended to every
 /// exponent (below [`RECORDER_BUCKETS`]): with `e` the exponent of
-/// `ns | SUB`, `(ns >> (e - SUB_BITS)) + SUB * e - SUB * SUB_BITS`, a bit
-/// scan, a shift and two additions.
+/// `ns | SUB` and `s = e - SUB_BITS`, `ns >> s` is the bucket's place
+/// among the `SUB` of exponent `e` (`SUB..2 * SUB`, values below `SUB`
+/// being their own), and `SUB * s` the offset of that exponent's
+/// buckets: a bit scan, a shift and an addition.
 #[inline(always)]
 fn unclamped_index(ns: u64) -> usize {
-    let e = (ns | SUB).ilog2();
-    ((ns >> (e - SUB_BITS)) + SUB * u64::from(e) - SUB * u64::from(SUB_BITS)) as usize
+    let s = (ns | SUB).ilog2() - SUB_BITS;
+    ((ns >> s) + SUB * u64::from(s)) as usize
 }
 
 /// The buckets of [`LatencyRecorder`]: every index [`unclamped_index`]
