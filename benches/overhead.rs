@@ -37,8 +37,9 @@
 //!   attained service, a heap of the non-empty levels);
 //! * `tourbillon 1 queue, histograms + stall detector`: one `RunnableFifo`
 //!   queue with `latency_histograms(true)` and a 10 ms `stall_detector`
-//!   (what the opt-in observability costs: a clock read per spawn and per
-//!   poll, a histogram record per poll);
+//!   (what the opt-in observability costs: a clock read per poll, a
+//!   histogram record per poll, a stamp per spawn, wake and yield from a
+//!   reading the executor already took);
 //! * `tourbillon 1 queue, a clock read per poll`: one `RunnableFifo` queue
 //!   with a 1-hour `stall_detector` and nothing else, which reads the
 //!   clock once per poll and never reports: what per-poll timing costs at

@@ -94,30 +94,44 @@ impl<K: QueueKey> Builder<K> {
     /// runnable (spawned, woken, yielded) to the start of its next poll, in
     /// a [`LatencyHistogram`](crate::stats::LatencyHistogram) of
     /// [`QueueStats::wake_latency`](crate::stats::QueueStats::wake_latency).
-    /// Default off. The delay runs from the clock reading at the spawn or
-    /// the wake (a wake from another thread is stamped when the executor
-    /// drains its inbox), or from the end of the poll that yielded or was
-    /// woken during its run, to the clock reading that starts the next
-    /// poll.
+    /// Default off. The delay ends at the clock reading that starts the
+    /// poll, and starts at a reading the executor has already taken, so
+    /// that neither a spawn nor a wake reads the clock:
     ///
-    /// Cost: one clock read per spawn, per wake on the executor's thread
-    /// and per poll (the poll's read is shared with the
-    /// [stall detector](Self::stall_detector)), a read of the task's stamp
-    /// before each poll and a delay kept for the run, which records the
-    /// delays of its polls in its queue's histogram when it ends (and
-    /// before [`Executor::stats`](crate::Executor::stats) or
-    /// [`queue_stats`](crate::Executor::queue_stats) reads them). On the
-    /// headline workload of near-empty polls (`cargo bench --bench
-    /// overhead`, 50,000 tasks x 5 yields on one `RunnableFifo` queue),
-    /// the histograms and a stall detector together make the run 2.55x to
-    /// 2.65x as long as the same run without them, and a clock read per
-    /// poll alone 2.21x to 2.33x (three runs of 15 rounds; 2-vCPU Xeon VM,
-    /// TSC clock, load average 0.6 to 0.9, 2026-11-29): a clock read costs
-    /// more than the rest of such a poll. `valgrind --tool=callgrind`
-    /// counts 2,270 instructions per task with them, 1,857 with a clock
-    /// read per poll alone and 1,320 without either
-    /// (`docs/profiling/callgrind_table.sh`, PROFILING.md).
-    /// Polls that do real work make the share smaller.
+    /// * spawned or woken inside a task's poll (by the task, by a waker it
+    ///   calls): the start of that poll, so the delay includes the rest of
+    ///   that poll (at most its duration, which the
+    ///   [stall detector](Self::stall_detector) bounds);
+    /// * yielded, or woken during its own poll: the end of that poll;
+    /// * spawned or woken by the executor between polls (a wake or a spawn
+    ///   from another thread, taken from its inbox at a poll boundary): the
+    ///   end of the poll before (a clock read of its own before a turn's
+    ///   first poll);
+    /// * spawned or woken by the main future of
+    ///   [`block_on`](crate::Executor::block_on) or
+    ///   [`run_until`](crate::Executor::run_until): one clock reading,
+    ///   taken at the first spawn or wake of that poll of the main future;
+    /// * anywhere else (before the executor runs, or by the host's code
+    ///   between two polls of `run_until`): a clock read at the spawn or
+    ///   the wake.
+    ///
+    /// Cost: the clock read per poll that starts it (shared with the
+    /// [stall detector](Self::stall_detector) and the
+    /// [timeline](Self::timeline)), a read of the task's stamp before each
+    /// poll, and after it the record (the bucket by leading zeros and
+    /// shifts, an increment, the sum, minimum and maximum: no borrow, no
+    /// division, no allocation) and the new stamp of a task runnable
+    /// again; the buckets (4 KiB per queue) are allocated with the
+    /// executor. On the headline workload of near-empty polls (50,000
+    /// tasks x 5 yields on one `RunnableFifo` queue), `valgrind
+    /// --tool=callgrind` counts 2,196 instructions per task with the
+    /// histograms and a stall detector, 1,889 with a clock read per poll
+    /// alone (a stall detector) and 1,349 without either
+    /// (`overhead_profile observe 3`, `observe 3 5 clock` and `3 5 1
+    /// fresh`, `--toggle-collect=overhead_profile::workload`, medians of 3;
+    /// 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc
+    /// 1.95.0, 2026-11-29). Polls that do real work make the share
+    /// smaller.
     ///
     /// ```
     /// use tourbillon::task::yield_now;

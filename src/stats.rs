@@ -12,10 +12,10 @@
 //! ([`Builder::latency_histograms`](crate::Builder::latency_histograms),
 //! [`Builder::stall_detector`](crate::Builder::stall_detector)).
 
+use std::cell::Cell;
 use std::fmt;
-use std::time::Duration;
-
 use std::rc::Rc;
+use std::time::Duration;
 
 use crate::error::quarantine::Quarantine;
 use crate::task::id::TaskId;
@@ -31,7 +31,6 @@ pub(crate) struct QueueCounters {
     pub(crate) runs: u64,
     pub(crate) service_ns: u64,
     pub(crate) stalls: u64,
-    pub(crate) wake_latency: LatencyHistogram,
 }
 
 /// A snapshot of one queue.
@@ -88,11 +87,10 @@ pub struct QueueStats {
     /// without a detector.
     pub stalls: u64,
     /// Wake-to-first-poll delays of its tasks: from the instant a task
-    /// became runnable (spawned, woken, or yielded) to the start of its next
-    /// poll. A wake from another thread counts from the instant the
-    /// executor takes it from its inbox (its next poll boundary or turn); a
-    /// wake by the host's reactor on the executor's thread, from the wake.
-    /// Empty unless
+    /// became runnable (spawned, woken, or yielded; the clock reading that
+    /// stands for it is the one
+    /// [`Builder::latency_histograms`](crate::Builder::latency_histograms)
+    /// says) to the start of its next poll. Empty unless
     /// [`Builder::latency_histograms`](crate::Builder::latency_histograms)
     /// is on.
     pub wake_latency: LatencyHistogram,
@@ -305,6 +303,23 @@ const SUB: u64 = 1 << SUB_BITS;
 const MAX_EXP: u32 = 40;
 const BUCKETS: usize = (SUB as usize) * (MAX_EXP - SUB_BITS + 1) as usize + 1;
 
+/// The bucket of `ns` in [`LatencyHistogram`]'s layout extended to every
+/// exponent (below [`RECORDER_BUCKETS`]): with `e` the exponent of
+/// `ns | SUB` and `s = e - SUB_BITS`, `ns >> s` is the bucket's place
+/// among the `SUB` of exponent `e` (`SUB..2 * SUB`, values below `SUB`
+/// being their own), and `SUB * s` the offset of that exponent's
+/// buckets: a bit scan, a shift and an addition.
+#[inline(always)]
+fn unclamped_index(ns: u64) -> usize {
+    let s = (ns | SUB).ilog2() - SUB_BITS;
+    ((ns >> s) + SUB * u64::from(s)) as usize
+}
+
+/// The buckets of [`LatencyRecorder`]: every index [`unclamped_index`]
+/// makes (495 at most, for `u64::MAX`), rounded up to a power of two so
+/// that a mask keeps the index in bounds.
+const RECORDER_BUCKETS: usize = 512;
+
 /// A histogram of durations with log-linear buckets (HdrHistogram's layout
 /// with 3 significant bits): values below 8 ns are exact, larger ones fall
 /// in one of 8 buckets per power of two, so a bucket's lower bound is within
@@ -357,9 +372,7 @@ impl LatencyHistogram {
     /// above `2^MAX_EXP` land past the last bucket and are clamped to it.
     #[inline]
     fn index(ns: u64) -> usize {
-        let e = 63 - (ns | SUB).leading_zeros();
-        let i = (SUB * u64::from(e - SUB_BITS + 1)) + (ns >> (e - SUB_BITS)) - SUB;
-        (i as usize).min(BUCKETS - 1)
+        unclamped_index(ns).min(BUCKETS - 1)
     }
 
     /// The lower bound of bucket `i`, ns.
@@ -377,8 +390,7 @@ impl LatencyHistogram {
         self.record_ns(crate::clock::duration_ns(d));
     }
 
-    #[inline]
-    pub(crate) fn record_ns(&mut self, ns: u64) {
+    fn record_ns(&mut self, ns: u64) {
         if self.counts.is_empty() {
             self.counts = vec![0; BUCKETS];
         }
@@ -387,27 +399,6 @@ impl LatencyHistogram {
         self.sum_ns += ns as u128;
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
-    }
-
-    /// Records every value of `values` (as many `record_ns` would), with
-    /// the count, sum, minimum and maximum kept in registers over the loop.
-    #[inline]
-    pub(crate) fn record_all_ns(&mut self, values: impl Iterator<Item = u64>) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS];
-        }
-        let (mut count, mut sum, mut min, mut max) = (0u64, 0u128, self.min_ns, self.max_ns);
-        for ns in values {
-            self.counts[Self::index(ns)] += 1;
-            count += 1;
-            sum += ns as u128;
-            min = min.min(ns);
-            max = max.max(ns);
-        }
-        self.count += count;
-        self.sum_ns += sum;
-        self.min_ns = min;
-        self.max_ns = max;
     }
 
     /// Adds every value recorded in `other` (the histograms of several
@@ -514,6 +505,72 @@ impl fmt::Debug for LatencyHistogram {
     }
 }
 
+/// The recording side of one queue's wake-to-first-poll histogram
+/// ([`Builder::latency_histograms`](crate::Builder::latency_histograms)),
+/// which the run loop updates at every poll: the buckets of
+/// [`LatencyHistogram`] in a flat array of `Cell`s, allocated with the
+/// executor, so that a record is the bucket index (leading zeros and
+/// shifts, no division), one increment at an index a mask keeps in
+/// bounds (no bounds check), and the sum, minimum and maximum; no borrow,
+/// no allocation. The count is the sum of the buckets, added
+/// up when the stats read the histogram ([`histogram`](Self::histogram)).
+pub(crate) struct LatencyRecorder {
+    /// [`unclamped_index`]'s buckets: those from `BUCKETS - 1` on are the
+    /// histogram's last.
+    counts: [Cell<u64>; RECORDER_BUCKETS],
+    sum_ns: Cell<u128>,
+    min_ns: Cell<u64>,
+    max_ns: Cell<u64>,
+}
+
+impl LatencyRecorder {
+    /// A recorder with nothing recorded.
+    pub(crate) fn new() -> Self {
+        Self {
+            counts: std::array::from_fn(|_| Cell::new(0)),
+            sum_ns: Cell::new(0),
+            min_ns: Cell::new(u64::MAX),
+            max_ns: Cell::new(0),
+        }
+    }
+
+    /// Records one delay, ns.
+    #[inline(always)]
+    pub(crate) fn record(&self, ns: u64) {
+        // The mask changes nothing (the index is below 496) but spares the
+        // bounds check.
+        let c = &self.counts[unclamped_index(ns) & (RECORDER_BUCKETS - 1)];
+        c.set(c.get() + 1);
+        self.sum_ns.set(self.sum_ns.get() + u128::from(ns));
+        // Branches, taken only while the extremes move.
+        if ns < self.min_ns.get() {
+            self.min_ns.set(ns);
+        }
+        if ns > self.max_ns.get() {
+            self.max_ns.set(ns);
+        }
+    }
+
+    /// What it recorded, as a histogram (the one that
+    /// [`LatencyHistogram::record`] of the same delays in the same order
+    /// makes).
+    pub(crate) fn histogram(&self) -> LatencyHistogram {
+        let mut counts: Vec<u64> = self.counts[..BUCKETS].iter().map(Cell::get).collect();
+        counts[BUCKETS - 1] = self.counts[BUCKETS - 1..].iter().map(Cell::get).sum();
+        let count = counts.iter().sum();
+        if count == 0 {
+            return LatencyHistogram::new();
+        }
+        LatencyHistogram {
+            counts,
+            count,
+            sum_ns: self.sum_ns.get(),
+            min_ns: self.min_ns.get(),
+            max_ns: self.max_ns.get(),
+        }
+    }
+}
+
 /// The stall detector's callback ([`Builder::stall_detector`](crate::Builder::stall_detector)).
 pub(crate) type StallReport = Rc<dyn Fn(&Stall)>;
 
@@ -536,6 +593,24 @@ mod tests {
             assert!(lo <= ns && ns - lo <= ns / 8, "{ns} -> {lo}");
         }
         assert_eq!(LatencyHistogram::index(u64::MAX), BUCKETS - 1);
+        assert_eq!(unclamped_index(u64::MAX), 495);
+        assert!(unclamped_index(u64::MAX) < RECORDER_BUCKETS);
+    }
+
+    #[test]
+    fn the_recorder_makes_the_histogram_of_its_records() {
+        let rec = LatencyRecorder::new();
+        assert_eq!(rec.histogram(), LatencyHistogram::new());
+        let mut want = LatencyHistogram::new();
+        for ns in [0, 7, 8, 1_000, 123_456, 999, 1 << 40, u64::MAX, 5] {
+            rec.record(ns);
+            want.record_ns(ns);
+        }
+        let got = rec.histogram();
+        assert_eq!(got, want);
+        assert_eq!(got.count(), 9);
+        assert_eq!(got.min(), Duration::ZERO);
+        assert_eq!(got.max(), Duration::from_nanos(u64::MAX));
     }
 
     #[test]

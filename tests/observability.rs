@@ -164,10 +164,13 @@ fn t8_counters_are_exact() {
 // T8, histogram: one queue, a worker W (20 polls of 100 us, yielding) and a
 // sleeper S (6 polls of 10 us, sleeping until scripted instants between
 // them, which fall inside W's polls). Every poll's wake-to-first-poll delay
-// is known from the script: from the spawn (t = 0) for a first poll, from
-// the end of the previous poll after a yield, from the timer's due instant
-// after a sleep. The executor's histogram equals, bucket for bucket and in
-// count, sum, min and max, the histogram of those scripted delays.
+// is known from the script: from the spawn (t = 0, a clock read: spawned
+// outside the executor's polls) for a first poll, from the end of the
+// previous poll after a yield, and after a sleep from the start of W's poll
+// in which the timer fired (a wake inside a poll is stamped with the
+// poll's start, without a clock read). The executor's histogram equals,
+// bucket for bucket and in count, sum, min and max, the histogram of those
+// scripted delays.
 #[test]
 fn t8_wake_latency_histogram_equals_the_scripted_delays() {
     let sim = Sim::new(1);
@@ -206,7 +209,20 @@ fn t8_wake_latency_histogram_equals_the_scripted_delays() {
     let trace = sim.take_trace();
     assert_eq!(trace.len(), 26);
     let mut want = LatencyHistogram::new();
-    let (mut w_ready, mut s_wakes) = (0u64, vec![0u64].into_iter().chain(dues.clone()));
+    // Each due instant falls inside one of W's polls: the wake's stamp is
+    // that poll's start.
+    let stamps: Vec<u64> = dues
+        .iter()
+        .map(|&due| {
+            let p = trace
+                .iter()
+                .find(|p| p.start <= due && due < p.end)
+                .unwrap();
+            assert_eq!(p.task, 0, "{due} falls in a poll of W");
+            p.start
+        })
+        .collect();
+    let (mut w_ready, mut s_wakes) = (0u64, vec![0u64].into_iter().chain(stamps));
     for p in &trace {
         let ready = if p.task == 0 {
             let r = w_ready;
@@ -227,6 +243,61 @@ fn t8_wake_latency_histogram_equals_the_scripted_delays() {
     // The sleeper's delays are not trivial: each wake waited for the end of
     // the worker's poll in which its timer fired.
     assert!(got.max() > Duration::from_micros(10), "{got:?}");
+}
+
+// What a spawn is stamped with, on a clock that moves only when the test
+// says so (`ManualClock`, read after every poll), each poll spending 7 us:
+// * A, spawned before `block_on`, outside any poll: a clock read at the
+//   spawn (t = 5 us);
+// * B and C, spawned by the main future of `block_on` at t = 10 us and
+//   t = 30 us: one clock reading taken at the first spawn or wake of that
+//   poll (10 us) for both;
+// * D, spawned by B's poll 3 us into it: the start of that poll.
+// (A wake inside a poll is stamped as a spawn is: T8 above.) The turn
+// starts at t = 40 us and polls A [40, 47), B [47, 54), C [54, 61),
+// D [61, 68): the delays are exactly 35, 37, 44 and 14 us.
+#[test]
+fn t8_spawns_are_stamped_with_the_reading_of_their_poll() {
+    let clock = tourbillon::clock::ManualClock::new();
+    let ex = tourbillon::Builder::new()
+        .clock(clock.clone())
+        .queue(0, 1)
+        .latency_histograms(true)
+        .build()
+        .unwrap();
+    let us = |n: u64| Duration::from_micros(n);
+    clock.set_ns(5 * US);
+    let c = clock.clone();
+    let a = ex.spawn(0, async move { c.advance(us(7)) }).unwrap();
+    let d = Rc::new(RefCell::new(None));
+    let (c, e, d2) = (clock.clone(), ex.spawner(), d.clone());
+    ex.block_on(async move {
+        c.set_ns(10 * US);
+        let (c2, e2) = (c.clone(), e.clone());
+        let b = e
+            .spawn(0, async move {
+                c2.advance(us(3));
+                let c3 = c2.clone();
+                *d2.borrow_mut() = Some(e2.spawn(0, async move { c3.advance(us(7)) }).unwrap());
+                c2.advance(us(4));
+            })
+            .unwrap();
+        c.set_ns(30 * US);
+        let c4 = c.clone();
+        let c_task = e.spawn(0, async move { c4.advance(us(7)) }).unwrap();
+        c.set_ns(40 * US);
+        b.await.unwrap();
+        c_task.await.unwrap();
+    });
+    let d = d.borrow_mut().take().unwrap();
+    ex.block_on(d).unwrap();
+    assert!(a.is_finished());
+    let mut want = LatencyHistogram::new();
+    for delay in [35, 37, 44, 14] {
+        want.record(us(delay));
+    }
+    assert_eq!(ex.queue_stats(0).unwrap().wake_latency, want);
+    assert_eq!(clock.now(), 68 * US);
 }
 
 // A histogram read while a run is in progress holds the delay of every

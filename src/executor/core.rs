@@ -29,7 +29,7 @@ use crate::remote::op::Remote;
 use crate::remote::target::{Insert, Target};
 use crate::remote::ticket::Window;
 use crate::stats::StallReport;
-use crate::stats::{ExecutorStats, QueueStats};
+use crate::stats::{ExecutorStats, LatencyHistogram, QueueStats};
 use crate::task::group::Groups;
 use crate::task::id::{GroupId, TaskKey};
 use crate::task::join::JoinHandle;
@@ -90,7 +90,7 @@ impl Core {
         me: Weak<Core>,
     ) -> Self {
         let intake = Intake::new(queues.list.len());
-        let observer = Observer::new(&cfg, stall_report);
+        let observer = Observer::new(&cfg, queues.list.len(), stall_report);
         Self {
             tasks: RefCell::new(TaskSlab::new(intake.inbox.clone())),
             queues: RefCell::new(queues),
@@ -136,6 +136,16 @@ impl Core {
     fn clock_failed(&self, payload: boundary::Payload) -> u64 {
         self.panics.report(payload);
         self.run.clock.last_ns.get()
+    }
+
+    /// What a task that becomes runnable now is stamped with for the
+    /// latency histograms ([`Observer::ready_stamp`]): from a turn's first
+    /// poll on, the executor's latest clock reading; in the poll of a driver's own
+    /// future, one clock reading taken at its first spawn or wake;
+    /// elsewhere a clock read.
+    #[inline(always)]
+    pub(crate) fn ready_stamp(&self) -> u64 {
+        self.observer.ready_stamp(|| self.now_ns())
     }
 
     /// Wakes the hosts that drive the executor (their wakers are user
@@ -201,8 +211,8 @@ impl Core {
         let target = self.tasks.borrow_mut().wake(id);
         if let Some((q, group)) = target {
             if self.cfg.latency {
-                let now = self.now_ns();
-                self.tasks.borrow_mut().set_ready(id, now);
+                let ready = self.ready_stamp();
+                self.tasks.borrow_mut().set_ready(id, ready);
             }
             self.push_task(q, id, group);
         }
@@ -218,8 +228,8 @@ impl Core {
             header.update_state(|st| st.transition_to_scheduled() == TransitionToScheduled::Push);
         if push {
             if self.cfg.latency {
-                let now = self.now_ns();
-                self.tasks.borrow_mut().set_ready(header.key, now);
+                let ready = self.ready_stamp();
+                self.tasks.borrow_mut().set_ready(header.key, ready);
             }
             let group = if header.state().is_keyed() {
                 self.tasks.borrow().group_of(header)
@@ -274,11 +284,13 @@ impl Core {
             if let Some(name) = name {
                 tasks.set_name(id, name);
             }
-            if self.cfg.latency {
-                tasks.set_ready(id, self.now_ns());
-            }
             (spawned, id, group)
         };
+        if self.cfg.latency {
+            // Not under the borrow: the clock, if it is read, is user code.
+            let ready = self.ready_stamp();
+            self.tasks.borrow_mut().set_ready(id, ready);
+        }
         let activated = {
             let mut qs = self.queues.borrow_mut();
             qs.list[q].counters.spawned += 1;
@@ -369,11 +381,17 @@ impl Core {
     }
 
     pub(crate) fn stats(&self) -> ExecutorStats {
-        // The delays of the run in progress, if any, are in the histograms.
-        self.run.latencies.flush(&mut self.queues.borrow_mut());
         let qs = self.queues.borrow();
         let queues = (0..qs.list.len())
-            .map(|i| queue_stats(&qs, i, self.held(i), &self.intake))
+            .map(|i| {
+                queue_stats(
+                    &qs,
+                    i,
+                    self.held(i),
+                    &self.intake,
+                    self.observer.histogram(i),
+                )
+            })
             .collect();
         ExecutorStats {
             polls: self.run.counters.polls.get(),
@@ -390,8 +408,13 @@ impl Core {
     }
 
     pub(crate) fn queue_stats(&self, q: usize) -> QueueStats {
-        self.run.latencies.flush(&mut self.queues.borrow_mut());
-        queue_stats(&self.queues.borrow(), q, self.held(q), &self.intake)
+        queue_stats(
+            &self.queues.borrow(),
+            q,
+            self.held(q),
+            &self.intake,
+            self.observer.histogram(q),
+        )
     }
 
     /// Runnable tasks of queue `q` that its run in progress took from the
@@ -490,7 +513,13 @@ impl Core {
     }
 }
 
-fn queue_stats(qs: &Queues, i: usize, held: usize, intake: &Intake) -> QueueStats {
+fn queue_stats(
+    qs: &Queues,
+    i: usize,
+    held: usize,
+    intake: &Intake,
+    wake_latency: LatencyHistogram,
+) -> QueueStats {
     let st = &qs.list[i];
     let e = &qs.eevdf.ents[i];
     QueueStats {
@@ -511,7 +540,7 @@ fn queue_stats(qs: &Queues, i: usize, held: usize, intake: &Intake) -> QueueStat
         deadline: e.d,
         lag_ns: qs.eevdf.lag_ns(i),
         stalls: st.counters.stalls,
-        wake_latency: st.counters.wake_latency.clone(),
+        wake_latency,
         quarantine: st.quarantine.as_deref().cloned(),
     }
 }

@@ -69,6 +69,7 @@ impl Drop for DriveGuard<'_> {
         self.core.driving.set(false);
         // A panic out of a scheduler may have left a run open.
         self.core.run.current.queue.set(None);
+        self.core.observer.turn_ended();
     }
 }
 
@@ -205,7 +206,7 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
         // read-modify-write.
         if main.woken.load(Ordering::Acquire) && main.woken.swap(false, Ordering::AcqRel) {
             follows = false;
-            if let Poll::Ready(out) = poll_main(future.as_mut(), &mut cx) {
+            if let Poll::Ready(out) = poll_main(core, future.as_mut(), &mut cx) {
                 return out;
             }
         }
@@ -233,8 +234,12 @@ pub(crate) fn block_on<F: Future>(core: &Rc<Core>, future: F) -> F::Output {
 /// says to nest the executor in a tokio runtime (the explanation a task's
 /// `JoinError` gives), so that the panic hook prints it too.
 #[inline(always)]
-fn poll_main<F: Future>(future: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
-    match panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+fn poll_main<F: Future>(core: &Core, future: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    // The tasks it spawns or wakes are stamped with one clock reading.
+    core.observer.main_poll();
+    let poll = panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx)));
+    core.observer.turn_ended();
+    match poll {
         Ok(poll) => poll,
         Err(payload) => explain_main_panic(payload),
     }
@@ -320,7 +325,7 @@ impl<F: Future> Future for RunUntil<'_, F> {
         // (`crate::coop`), taken before the future spends any.
         #[cfg(feature = "tokio")]
         let start = crate::coop::HostStart::take();
-        if let Poll::Ready(out) = poll_main(this.future, cx) {
+        if let Poll::Ready(out) = poll_main(core, this.future, cx) {
             this.host.end();
             return Poll::Ready(out);
         }

@@ -6,26 +6,42 @@
 //! (`Traced`, with the `tracing` feature). It observes and counts; it
 //! decides nothing about the run.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
 use super::queues::Queues;
-use super::run_state::{Latencies, HELD};
 use crate::boundary::{self, PanicSink};
 use crate::config::Config;
 use crate::remote::op::Remote;
-use crate::stats::{Stall, StallReport};
+use crate::stats::{LatencyHistogram, LatencyRecorder, Stall, StallReport};
 use crate::task::id::{TaskId, TaskKey};
 use crate::task::slab::TaskSlab;
 use crate::timeline::{Recorder, Timeline};
+
+/// [`Observer::stamp`]: no reading to stamp with (outside the driver's
+/// polls and turns): a stamp reads the clock.
+const STAMP_READ: u64 = u64::MAX;
+/// [`Observer::stamp`]: the first stamp reads the clock, and the stamps
+/// after it, until the mark changes, take the same reading (the poll of a
+/// driver's own future).
+const STAMP_READ_ONCE: u64 = u64::MAX - 1;
 
 /// The observer of an executor's polls: what it watches for (the latency
 /// histograms, the stall threshold) and whom it tells of a stall (the
 /// stall detector's callback).
 pub(crate) struct Observer {
-    /// Wake-to-first-poll histograms are recorded.
-    latency: bool,
+    /// The recorders of the wake-to-first-poll histograms, one per queue;
+    /// empty unless they are on.
+    latency: Box<[LatencyRecorder]>,
+    /// With the histograms on, what a task that becomes runnable now is
+    /// stamped with ([`ready_stamp`](Self::ready_stamp)): from a turn's
+    /// first poll on, the executor's latest clock reading (a poll's start,
+    /// a poll's end), so that no spawn or wake reads the clock;
+    /// [`STAMP_READ_ONCE`] during the poll of a driver's own future;
+    /// [`STAMP_READ`] elsewhere. (A clock that reads one of these two
+    /// values makes the stamps after it read the clock: no harm done.)
+    stamp: Cell<u64>,
     /// The stall threshold (`u64::MAX`: no stall detector).
     stall_ns: u64,
     /// The stall detector's callback, if any; dropped at shutdown
@@ -44,7 +60,8 @@ pub(crate) struct Observer {
 /// wake-to-first-poll delay, and its id and name (for a stall report and
 /// the timeline: a task that completes in the poll loses its slot).
 pub(crate) struct Observed {
-    latency_ns: Option<u64>,
+    /// When the task became runnable (histograms on; 0 otherwise).
+    ready_ns: u64,
     task: Option<TaskId>,
     name: Option<Rc<str>>,
 }
@@ -80,10 +97,13 @@ impl Drop for Traced<'_> {
 }
 
 impl Observer {
-    /// The observer `cfg` asks for, telling `report` of stalls.
-    pub(crate) fn new(cfg: &Config, report: Option<StallReport>) -> Self {
+    /// The observer `cfg` asks for of an executor of `queues` queues,
+    /// telling `report` of stalls.
+    pub(crate) fn new(cfg: &Config, queues: usize, report: Option<StallReport>) -> Self {
+        let latency = if cfg.latency { queues } else { 0 };
         Self {
-            latency: cfg.latency,
+            latency: (0..latency).map(|_| LatencyRecorder::new()).collect(),
+            stamp: Cell::new(STAMP_READ),
             stall_ns: cfg.stall_ns,
             report: RefCell::new(report),
             task_ids: cfg.stall_ns != u64::MAX || cfg.timeline > 0,
@@ -144,20 +164,80 @@ impl Observer {
         })
     }
 
-    /// What the observability needs from before a poll of `id` that
-    /// starts at `start_ns` (histograms, stall detector): the delay since
-    /// the task became runnable, and its id and name. Whether `id` is live is not
-    /// checked: the poll says so, and the result of a stale id is dropped.
+    /// The recorder of queue `q`'s histogram, if the histograms are on.
     #[inline(always)]
-    pub(super) fn before(&self, tasks: &TaskSlab<Remote>, id: TaskKey, start_ns: u64) -> Observed {
+    pub(super) fn recorder(&self, q: usize) -> Option<&LatencyRecorder> {
+        self.latency.get(q)
+    }
+
+    /// Queue `q`'s wake-to-first-poll histogram (empty when off).
+    pub(crate) fn histogram(&self, q: usize) -> LatencyHistogram {
+        self.latency
+            .get(q)
+            .map_or_else(LatencyHistogram::new, LatencyRecorder::histogram)
+    }
+
+    /// What a task that becomes runnable now (spawned, woken) is stamped
+    /// with, for the histograms: the reading [`stamp`](Self::stamp)
+    /// holds, or a clock read (`read`, the executor's clock).
+    #[inline(always)]
+    pub(crate) fn ready_stamp(&self, read: impl FnOnce() -> u64) -> u64 {
+        let s = self.stamp.get();
+        if s < STAMP_READ_ONCE {
+            s
+        } else {
+            self.read_stamp(s, read())
+        }
+    }
+
+    /// [`ready_stamp`](Self::ready_stamp) outside a turn: `now`, kept for
+    /// the stamps that follow in the poll of a driver's own future.
+    #[inline(never)]
+    fn read_stamp(&self, s: u64, now: u64) -> u64 {
+        if s == STAMP_READ_ONCE {
+            self.stamp.set(now);
+        }
+        now
+    }
+
+    /// The turn ended (or the driver left it): a stamp reads the clock.
+    #[inline(always)]
+    pub(crate) fn turn_ended(&self) {
+        self.stamp.set(STAMP_READ);
+    }
+
+    /// A driver polls its own future (the main future of `block_on` or
+    /// `run_until`): the tasks it spawns or wakes are stamped with one
+    /// clock reading, taken at the first of them.
+    #[inline(always)]
+    pub(crate) fn main_poll(&self) {
+        self.stamp.set(STAMP_READ_ONCE);
+    }
+
+    /// What the observability needs from before a poll of `id` that
+    /// starts at `start_ns` (histograms, stall detector): when the task
+    /// became runnable (`latency`: the histograms are on), and its id and
+    /// name. Whether `id` is live is not checked: the poll says so, and the
+    /// result of a stale id is dropped. The tasks the poll spawns or wakes
+    /// are stamped with its start.
+    #[inline(always)]
+    pub(super) fn before(
+        &self,
+        tasks: &TaskSlab<Remote>,
+        id: TaskKey,
+        start_ns: u64,
+        latency: bool,
+    ) -> Observed {
+        let ready_ns = if latency {
+            self.stamp.set(start_ns);
+            // Every task is stamped at its spawn: no stamp only for a
+            // stale id.
+            tasks.slot_ready_ns(id).unwrap_or(start_ns)
+        } else {
+            0
+        };
         Observed {
-            latency_ns: if self.latency {
-                tasks
-                    .slot_ready_ns(id)
-                    .map(|ready| start_ns.saturating_sub(ready))
-            } else {
-                None
-            },
+            ready_ns,
             task: if self.task_ids {
                 tasks.get(id).map(|e| e.task_id())
             } else {
@@ -173,9 +253,11 @@ impl Observer {
 
     /// After a poll of task `id` of queue `q`, in the executor's run
     /// `run`, that started at `start_ns` and took `elapsed_ns`: records
-    /// its wake-to-first-poll delay, stamps a task runnable again (`again`:
-    /// yielded, or woken during the poll) as ready from the end of the
-    /// poll, records the poll in the timeline, and reports a stall.
+    /// its wake-to-first-poll delay in `latency` (the queue's recorder,
+    /// histograms on), stamps a task runnable again (`again`: yielded, or
+    /// woken during the poll) as ready from the end of the poll, as it
+    /// does the tasks that become runnable until the next poll starts,
+    /// records the poll in the timeline, and reports a stall.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn after(
@@ -183,7 +265,7 @@ impl Observer {
         queues: &RefCell<Queues>,
         tasks: &RefCell<TaskSlab<Remote>>,
         panics: &PanicSink,
-        latencies: &Latencies,
+        latency: Option<&LatencyRecorder>,
         q: usize,
         id: TaskKey,
         before: Observed,
@@ -192,12 +274,13 @@ impl Observer {
         start_ns: u64,
         elapsed_ns: u64,
     ) {
-        if let Some(latency) = before.latency_ns {
-            latencies.push(queues, latency);
+        if let Some(rec) = latency {
+            rec.record(start_ns.saturating_sub(before.ready_ns));
+            // `elapsed_ns` is the end's reading minus `start_ns`, or 0.
+            let end = start_ns.wrapping_add(elapsed_ns);
+            self.stamp.set(end);
             if again {
-                tasks
-                    .borrow_mut()
-                    .restamp_ready(id, start_ns.saturating_add(elapsed_ns));
+                tasks.borrow_mut().restamp_ready(id, end);
             }
         }
         if let (Some(rec), Some(task)) = (&self.timeline, before.task) {
@@ -209,17 +292,6 @@ impl Observer {
                 self.report_stall(queues, panics, q, task, before.name, elapsed_ns);
             }
         }
-    }
-
-    /// The start of a run of queue `q` with observation: the delays kept
-    /// from before (a run that a panic ended) are recorded, and the run's
-    /// are kept for `q`.
-    #[inline(always)]
-    pub(super) fn begin_run(&self, queues: &RefCell<Queues>, latencies: &Latencies, q: usize) {
-        if latencies.len.get() != 0 {
-            latencies.flush(&mut queues.borrow_mut());
-        }
-        latencies.queue.set(q);
     }
 
     /// A poll ran at least the stall threshold: count it and tell the
@@ -253,35 +325,5 @@ impl Observer {
             };
             panics.check(boundary::call(|| report(&stall)));
         }
-    }
-}
-
-impl Latencies {
-    /// Keeps the delay `ns` of a poll of the running queue; records the
-    /// kept ones first when `HELD` are kept.
-    #[inline(always)]
-    pub(super) fn push(&self, queues: &RefCell<Queues>, ns: u64) {
-        let mut n = self.len.get();
-        if n >= HELD {
-            self.flush(&mut queues.borrow_mut());
-            n = 0;
-        }
-        self.ns.0[n].set(ns);
-        self.len.set(n + 1);
-    }
-
-    /// Records the kept delays in their queue's histogram, in the order
-    /// they were measured (the histogram is the one a record per poll
-    /// makes).
-    #[inline(never)]
-    pub(crate) fn flush(&self, qs: &mut Queues) {
-        let n = self.len.replace(0);
-        if n == 0 {
-            return;
-        }
-        qs.list[self.queue.get()]
-            .counters
-            .wake_latency
-            .record_all_ns(self.ns.0[..n].iter().map(std::cell::Cell::get));
     }
 }

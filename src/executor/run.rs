@@ -26,6 +26,7 @@ use super::core::Core;
 use super::observe::Observer;
 use super::queues::SchedMode;
 use super::run_state::bump;
+use crate::stats::LatencyRecorder;
 use crate::task::harness::{poll_task, Done, Next, Polled};
 use crate::task::id::{GroupId, TaskKey};
 
@@ -146,12 +147,13 @@ impl<'a> Run<'a> {
         // The poll marker of an enclosing task (nested executors), put back
         // when the run ends.
         let _marker = crate::task::current::save_marker();
-        let latencies = &self.core.run.latencies;
-        if mode.observe {
-            self.core
-                .observer
-                .begin_run(&self.core.queues, latencies, q);
-        }
+        // The recorder of the queue's histogram (a run with observation
+        // does not switch queues).
+        let latency = if mode.observe {
+            self.core.observer.recorder(q)
+        } else {
+            None
+        };
         let mut held = Held::new(self.core, q);
         // The run in progress: a queue switch continues with the run of
         // the queue switched to, which it started (`Core::switch_in_run`):
@@ -160,7 +162,7 @@ impl<'a> Run<'a> {
         // [`Held::new`]) and the checks between them.
         let mut run = *self;
         let drained = loop {
-            match run.poll_tasks(mode, &mut held) {
+            match run.poll_tasks(mode, latency, &mut held) {
                 Polls::Drained => break true,
                 Polls::Stopped => break false,
                 Polls::Switched(next) => {
@@ -171,10 +173,6 @@ impl<'a> Run<'a> {
         };
         // Puts the batch back (`Held::put_back`) before the run's end.
         drop(held);
-        if mode.observe {
-            // The run's wake-to-first-poll delays go to the histogram.
-            latencies.flush(&mut self.core.queues.borrow_mut());
-        }
         run.end_run(drained)
     }
 
@@ -222,8 +220,14 @@ impl<'a> Run<'a> {
     /// queue has nothing to run, whatever its scheduler's `len` says (a
     /// scheduler that breaks the contract must not make the executor spin
     /// on an empty queue).
+    /// `latency`: the recorder of the queue's histogram, histograms on.
     #[inline(always)]
-    fn poll_tasks(&self, mode: RunMode, held: &mut Held<'_>) -> Polls {
+    fn poll_tasks(
+        &self,
+        mode: RunMode,
+        latency: Option<&LatencyRecorder>,
+        held: &mut Held<'_>,
+    ) -> Polls {
         // The start of the next poll: the last checkpoint's reading, or the
         // clock read that ended the previous poll.
         let mut poll_start = self.core.run.clock.last_ns.get();
@@ -236,7 +240,7 @@ impl<'a> Run<'a> {
             let Some(id) = held.next() else {
                 return Polls::Drained;
             };
-            match self.poll_step(id, mode, &mut poll_start, &mut done) {
+            match self.poll_step(id, mode, latency, &mut poll_start, &mut done) {
                 Step::Next => {}
                 Step::EndRun => return Polls::Stopped,
                 Step::Switch(next) => return Polls::Switched(next),
@@ -253,6 +257,7 @@ impl<'a> Run<'a> {
         &self,
         id: TaskKey,
         mode: RunMode,
+        latency: Option<&LatencyRecorder>,
         poll_start: &mut u64,
         done: &mut Option<Done>,
     ) -> Step {
@@ -269,7 +274,7 @@ impl<'a> Run<'a> {
             Some(
                 self.core
                     .observer
-                    .before(&self.core.tasks.borrow(), id, start),
+                    .before(&self.core.tasks.borrow(), id, start, latency.is_some()),
             )
         } else {
             None
@@ -296,7 +301,7 @@ impl<'a> Run<'a> {
                 &self.core.queues,
                 &self.core.tasks,
                 &self.core.panics,
-                &r.latencies,
+                latency,
                 q,
                 id,
                 before,

@@ -67,6 +67,7 @@ impl Core {
     /// (its ends may have woken tasks or the driver's own future).
     pub(crate) fn run_turn(&self, follows: bool) -> Turn {
         let turn = self.turn(follows);
+        self.observer.turn_ended();
         if self.panics.holds() {
             return self.after_held(turn);
         }

@@ -38,25 +38,6 @@ pub(crate) struct RunState {
     pub(crate) second_site: Cell<bool>,
     /// What the run loop counts (polls, runs, turns, parks).
     pub(crate) counters: ExecCounters,
-    /// Wake-to-first-poll delays measured and not yet recorded in their
-    /// queue's histogram (latency histograms on).
-    pub(crate) latencies: Latencies,
-}
-
-/// Wake-to-first-poll delays of the polls of one queue's run, kept here
-/// and recorded in the queue's histogram
-/// ([`QueueCounters::wake_latency`](crate::stats::QueueCounters)) at once
-/// when the run ends, when `HELD` of them are kept, and before the stats
-/// are read ([`Latencies::flush`], `observe.rs`): a poll stores one value
-/// in a `Cell` instead of borrowing the queues and updating a histogram
-/// (about 20 instructions less per poll of the headline workload with
-/// latency histograms on; callgrind).
-#[derive(Debug, Default)]
-pub(crate) struct Latencies {
-    pub(crate) ns: Durations,
-    pub(crate) len: Cell<usize>,
-    /// The queue whose delays these are.
-    pub(crate) queue: Cell<usize>,
 }
 
 /// The executor's counts of polls, runs, turns and parks
