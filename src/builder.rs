@@ -124,9 +124,9 @@ impl<K: QueueKey> Builder<K> {
     /// again; the buckets (4 KiB per queue) are allocated with the
     /// executor. On the headline workload of near-empty polls (50,000
     /// tasks x 5 yields on one `RunnableFifo` queue), `valgrind
-    /// --tool=callgrind` counts 2,196 instructions per task with the
-    /// histograms and a stall detector, 1,889 with a clock read per poll
-    /// alone (a stall detector) and 1,349 without either
+    /// --tool=callgrind` counts 2,188 instructions per task with the
+    /// histograms and a stall detector, 1,890 with a clock read per poll
+    /// alone (a stall detector) and 1,347 without either
     /// (`overhead_profile observe 3`, `observe 3 5 clock` and `3 5 1
     /// fresh`, `--toggle-collect=overhead_profile::workload`, medians of 3;
     /// 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc
@@ -224,8 +224,8 @@ impl<K: QueueKey> Builder<K> {
     /// (no stall detector, histograms or timeline) contains no timeline
     /// code. On the headline workload of near-empty polls (50,000 tasks x
     /// 5 yields on one `RunnableFifo` queue), `valgrind --tool=callgrind`
-    /// counts 1,994 instructions per task with it against 1,320 without
-    /// and 1,857 with a clock read per poll alone
+    /// counts 2,028 instructions per task with it against 1,347 without
+    /// and 1,890 with a clock read per poll alone
     /// (`docs/profiling/callgrind_table.sh`), and
     /// `cargo bench --bench overhead` times the run 2.56x to 2.58x as long
     /// as without it, 1.11x to 1.16x the run with a clock read per poll

@@ -558,15 +558,15 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 5.1x
-    /// to 7.8x the time of `RunnableFifo`, 5.8x in the median run (their
+    /// tasks x 5 yields, every task its own group) exact keys cost 3.1x
+    /// to 5.8x the time of `RunnableFifo`, 4.6x in the median run (their
     /// order follows measured durations, so the tasks run in an order
-    /// close to random, and their polls miss the cache; nine runs of
+    /// close to random, and their polls miss the cache; ten runs of
     /// `cargo bench -p tourbillon-peers --bench compare -- --only
     /// tourbillon --rounds 7`, 2026-11-29, 2-vCPU VM, `Intel(R) Xeon(R)
     /// Processor`, Linux 6.18.44, rustc 1.95.0, nothing else running),
-    /// levels 2.0x to 2.5x in the same runs (0.86x to 1.18x a FIFO queue
-    /// with a clock read per poll, 1.07x in the median run), most of it
+    /// levels 0.73x to 1.39x a FIFO queue with a clock read per poll in
+    /// the same runs, 1.03x in the median run, most of it
     /// the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
