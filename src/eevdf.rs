@@ -1086,13 +1086,25 @@ mod tests {
                 == (y.v0, y.runnable, y.sum, y.load, &y.mask)
     }
 
-    /// `switch_lone(a, b)` leaves the table exactly as `place(b)` then
-    /// `depart(a)`: fresh and returning queues, credit and debt (decayed
-    /// or not), weights from 1 to `u32::MAX`, vruntimes around the wrap of
-    /// `u64`, and lags and requests at the edges of `V_SPAN`, where the
-    /// 64-bit products overflow and the wide path takes over.
-    #[test]
-    fn switch_lone_equals_place_then_depart() {
+    /// A fixed pseudo-random walk (xorshift) over `0..n` for each call
+    /// `next(n)`: deterministic, and wide enough to meet every edge of
+    /// [`switch_case`] with every other.
+    fn xorshift(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        }
+    }
+
+    /// A table of 2 to 4 queues for the fused switch tests, drawn with
+    /// `next`: queue `a` runs alone at vruntime `va`, queue `b` (fresh or
+    /// returning, with credit or debt) is to be placed. Weights from 1 to
+    /// `u32::MAX`, vruntimes around the wrap of `u64`, lags and requests
+    /// at the edges of `V_SPAN`, where the 64-bit products overflow and
+    /// the wide path takes over. Returns `(table, a, b, va)`.
+    fn switch_case(next: &mut impl FnMut(usize) -> usize) -> (Eevdf, usize, usize, u64) {
         let weights = [1, 2, 3, 7, 1024, 10_000, u32::MAX as u64];
         let requests = [1, 1_000_000, 3_000_000_000, u64::MAX];
         let vs = [
@@ -1117,38 +1129,38 @@ mod tests {
             i64::MAX / 2,
         ];
         let offsets = [0u64, 1, 5_000, u64::MAX - 9, V_SPAN];
-        // A fixed pseudo-random walk over the combinations (xorshift):
-        // deterministic, and wide enough to meet every edge above with
-        // every other.
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let n = 2 + next(3);
+        let ents = (0..n)
+            .map(|_| Entity::new(weights[next(7)], requests[next(4)]))
+            .collect();
+        let mut t = Eevdf::new(ents);
+        let a = next(n);
+        let b = (a + 1 + next(n - 1)) % n;
+        let va = vs[next(vs.len())];
+        t.ents[a].v = va;
+        t.ents[a].d = va.wrapping_add(offsets[next(offsets.len())]);
+        t.ents[a].fresh = false;
+        t.ents[a].runnable = true;
+        t.v0 = va.wrapping_sub(offsets[next(offsets.len())]);
+        let e = &mut t.ents[b];
+        e.fresh = next(3) == 0;
+        e.vlag = lags[next(lags.len())];
+        e.v_saved = va.wrapping_sub(offsets[next(offsets.len())]);
+        e.v = vs[next(vs.len())];
+        e.d = e.v;
+        t.resync();
+        (t, a, b, va)
+    }
+
+    /// `switch_lone(a, b)` leaves the table exactly as `place(b)` then
+    /// `depart(a)`, over the edges of [`switch_case`] (credit and debt,
+    /// decayed or not).
+    #[test]
+    fn switch_lone_equals_place_then_depart() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut wide, mut narrow) = (0, 0);
         for _ in 0..200_000 {
-            let n = 2 + next(3);
-            let ents = (0..n)
-                .map(|_| Entity::new(weights[next(7)], requests[next(4)]))
-                .collect();
-            let mut t = Eevdf::new(ents);
-            let a = next(n);
-            let b = (a + 1 + next(n - 1)) % n;
-            let va = vs[next(vs.len())];
-            t.ents[a].v = va;
-            t.ents[a].d = va.wrapping_add(offsets[next(offsets.len())]);
-            t.ents[a].fresh = false;
-            t.ents[a].runnable = true;
-            t.v0 = va.wrapping_sub(offsets[next(offsets.len())]);
-            let e = &mut t.ents[b];
-            e.fresh = next(3) == 0;
-            e.vlag = lags[next(lags.len())];
-            e.v_saved = va.wrapping_sub(offsets[next(offsets.len())]);
-            e.v = vs[next(vs.len())];
-            e.d = e.v;
-            t.resync();
+            let (t, a, b, va) = switch_case(&mut next);
             let mut fused = t.clone();
             fused.switch_lone(a, b);
             let mut steps = t.clone();
@@ -1184,60 +1196,11 @@ mod tests {
     /// charges from nothing to the clock's whole range.
     #[test]
     fn switch_lone_picked_equals_charge_place_depart_pick() {
-        let weights = [1, 2, 3, 7, 1024, 10_000, u32::MAX as u64];
-        let requests = [1, 1_000_000, 3_000_000_000, u64::MAX];
-        let vs = [
-            0,
-            1,
-            12_345,
-            u64::MAX,
-            u64::MAX - 5_000,
-            1 << 63,
-            V_SPAN,
-            3 * V_SPAN,
-        ];
-        let lags = [
-            0,
-            1,
-            -1,
-            -7_777,
-            999_999,
-            V_SPAN as i64,
-            -(V_SPAN as i64),
-            i64::MIN / 2,
-            i64::MAX / 2,
-        ];
-        let offsets = [0u64, 1, 5_000, u64::MAX - 9, V_SPAN];
         let charges = [None, Some(0), Some(1), Some(40_000), Some(u64::MAX)];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let (mut raised, mut kept, mut wide) = (0, 0, 0);
         for _ in 0..200_000 {
-            let n = 2 + next(3);
-            let ents = (0..n)
-                .map(|_| Entity::new(weights[next(7)], requests[next(4)]))
-                .collect();
-            let mut t = Eevdf::new(ents);
-            let a = next(n);
-            let b = (a + 1 + next(n - 1)) % n;
-            let va = vs[next(vs.len())];
-            t.ents[a].v = va;
-            t.ents[a].d = va.wrapping_add(offsets[next(offsets.len())]);
-            t.ents[a].fresh = false;
-            t.ents[a].runnable = true;
-            t.v0 = va.wrapping_sub(offsets[next(offsets.len())]);
-            let e = &mut t.ents[b];
-            e.fresh = next(3) == 0;
-            e.vlag = lags[next(lags.len())];
-            e.v_saved = va.wrapping_sub(offsets[next(offsets.len())]);
-            e.v = vs[next(vs.len())];
-            e.d = e.v;
-            t.resync();
+            let (t, a, b, _) = switch_case(&mut next);
             let ns = charges[next(charges.len())];
             let mut fused = t.clone();
             fused.switch_lone_picked(a, ns, b);

@@ -328,6 +328,25 @@ impl<P: Copy + Ord> Radix<P> {
         self.insert(e);
     }
 
+    /// Takes the `n` entries from `h` on off level 0's least slot `s` (a
+    /// pop, or a batch of the least key): advances the slot's read
+    /// position, or recycles the slot once it is spent.
+    #[inline(always)]
+    fn consume_least(&mut self, s: usize, h: usize, n: usize) {
+        self.entries -= n;
+        if h + n < self.slots[s].len() {
+            self.heads[s] = (h + n) as u32;
+        } else {
+            self.heads[s] = 0;
+            let buf = std::mem::take(&mut self.slots[s]);
+            self.recycle(buf);
+            self.occupied[0] &= !(1 << s);
+            if self.occupied[0] == 0 {
+                self.levels &= !1;
+            }
+        }
+    }
+
     #[inline]
     fn pop(&mut self) -> Option<Entry<P>> {
         if let Some(Reverse((k, _, p))) = self.low.pop() {
@@ -343,20 +362,8 @@ impl<P: Copy + Ord> Radix<P> {
         }
         let s = self.occupied[0].trailing_zeros() as usize;
         let h = self.heads[s] as usize;
-        let slot = &mut self.slots[s];
-        let e = slot[h];
-        self.entries -= 1;
-        if h + 1 < slot.len() {
-            self.heads[s] = (h + 1) as u32;
-        } else {
-            self.heads[s] = 0;
-            let buf = std::mem::take(slot);
-            self.recycle(buf);
-            self.occupied[0] &= !(1 << s);
-            if self.occupied[0] == 0 {
-                self.levels &= !1;
-            }
-        }
+        let e = self.slots[s][h];
+        self.consume_least(s, h, 1);
         Some(e)
     }
 
@@ -467,18 +474,7 @@ impl Radix<TaskKey> {
         for (dst, e) in buf.iter().zip(&slot[h..h + n]) {
             dst.set(e.1);
         }
-        self.entries -= n;
-        if h + n < slot.len() {
-            self.heads[s] = (h + n) as u32;
-        } else {
-            self.heads[s] = 0;
-            let buf = std::mem::take(slot);
-            self.recycle(buf);
-            self.occupied[0] &= !(1 << s);
-            if self.occupied[0] == 0 {
-                self.levels &= !1;
-            }
-        }
+        self.consume_least(s, h, n);
         (n, key)
     }
 
