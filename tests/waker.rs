@@ -537,6 +537,17 @@ fn host_waker() -> (Arc<HostWakes>, Waker) {
     (wakes.clone(), Waker::from(wakes))
 }
 
+/// One queue `"q"` on a virtual clock that stays still, so that a turn
+/// never ends for time (a slow run, as under valgrind, would otherwise end
+/// a turn busy and have its driver wake its host once more).
+fn one_queue_still_clock() -> Executor<&'static str> {
+    Builder::new()
+        .queue("q", 1)
+        .clock(tourbillon::clock::ManualClock::new())
+        .build()
+        .unwrap()
+}
+
 /// A task that waits until `ready` is set, keeping its latest waker in
 /// `slot` (a socket that the host's reactor reports ready).
 fn wait_for_host(
@@ -599,7 +610,7 @@ fn host_wakes_reach_each_of_two_nested_executors_waiting_on_one_thread() {
     // the one that waited first (not the thread's latest) goes through its
     // inbox; either way each host is woken once and its task runs at its
     // executor's next turn.
-    let (a, b) = (one_queue(), one_queue());
+    let (a, b) = (one_queue_still_clock(), one_queue_still_clock());
     let (slot_a, ready_a) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
     let (slot_b, ready_b) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
     let task_a = a
@@ -633,7 +644,7 @@ fn a_host_wake_after_run_until_ended_waits_for_the_next_driver() {
     // Once its `run_until` future is dropped the executor is no longer the
     // thread's waiting one: a later wake on the thread is kept (in the
     // inbox) for whichever driver comes next, here `block_on`.
-    let ex = one_queue();
+    let ex = one_queue_still_clock();
     let (slot, ready) = (Rc::new(RefCell::new(None)), Rc::new(Cell::new(false)));
     let task = ex
         .spawn("q", wait_for_host(slot.clone(), ready.clone()))
