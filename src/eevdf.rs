@@ -600,23 +600,9 @@ impl Eevdf {
         debug_assert_eq!(self.runnable, 1);
         let v0 = self.v0;
         let (va, wa) = (self.ents[a].v, self.ents[a].weight as i64);
-        let e = &self.ents[b];
-        let wb = e.weight as i64;
-        let vslice = e.vslice();
-        // `δ = v_b - v_a` and `b`'s deadline offset, as `place` sets them
-        // with V = `v_a` and the others' weight `w_a`.
-        let (delta, dslice) = if e.fresh {
-            (0i64, vslice / 2)
-        } else {
-            let mut vl = e.vlag;
-            if vl < 0 {
-                vl = (vl + rel(va, e.v_saved).max(0)).min(0);
-            }
-            let Some(p) = vl.checked_mul(wa + wb) else {
-                return self.switch_lone_wide(a, b);
-            };
-            let scaled = div_trunc_i64(p, wa).clamp(-(V_SPAN as i64), V_SPAN as i64);
-            (-scaled, vslice)
+        let wb = self.ents[b].weight as i64;
+        let Some((delta, dslice)) = self.lone_placement(va, wa, b) else {
+            return self.switch_lone_wide(a, b);
         };
         let vb = va.wrapping_add(delta as u64);
         // `v_b - v0 = (v_a - v0) + δ` without a wrap, and the sums after
@@ -651,6 +637,27 @@ impl Eevdf {
             self.recompute_sums(),
             "tourbillon bug: EEVDF sums out of date"
         );
+    }
+
+    /// Where `place(b)` puts queue `b` when queue `a`, at vruntime `va`
+    /// and of weight `wa`, is the only other runnable one (so V = `va`):
+    /// `δ = v_b - v_a` and `b`'s deadline offset. `None` when the lag's
+    /// scaling `vlag·(w_a + w_b)` does not fit in 64 bits (the callers'
+    /// wide path).
+    #[inline(always)]
+    fn lone_placement(&self, va: u64, wa: i64, b: usize) -> Option<(i64, u64)> {
+        let e = &self.ents[b];
+        let vslice = e.vslice();
+        if e.fresh {
+            return Some((0, vslice / 2));
+        }
+        let mut vl = e.vlag;
+        if vl < 0 {
+            vl = (vl + rel(va, e.v_saved).max(0)).min(0);
+        }
+        let p = vl.checked_mul(wa + e.weight as i64)?;
+        let scaled = div_trunc_i64(p, wa).clamp(-(V_SPAN as i64), V_SPAN as i64);
+        Some((-scaled, vslice))
     }
 
     /// [`switch_lone`](Self::switch_lone) when a product does not fit in
@@ -688,22 +695,9 @@ impl Eevdf {
             }
         }
         let (va, wa) = (ea.v, ea.weight as i64);
-        let e = &self.ents[b];
-        let wb = e.weight as i64;
-        let vslice = e.vslice();
-        // As `switch_lone`: `δ = v_b - v_a` and `b`'s deadline offset.
-        let (delta, dslice) = if e.fresh {
-            (0i64, vslice / 2)
-        } else {
-            let mut vl = e.vlag;
-            if vl < 0 {
-                vl = (vl + rel(va, e.v_saved).max(0)).min(0);
-            }
-            let Some(p) = vl.checked_mul(wa + wb) else {
-                return self.switch_lone_picked_wide(a, b);
-            };
-            let scaled = div_trunc_i64(p, wa).clamp(-(V_SPAN as i64), V_SPAN as i64);
-            (-scaled, vslice)
+        let wb = self.ents[b].weight as i64;
+        let Some((delta, dslice)) = self.lone_placement(va, wa, b) else {
+            return self.switch_lone_picked_wide(a, b);
         };
         let vb = va.wrapping_add(delta as u64);
         // `x = v_b - v0` without a wrap, `δ·w_b`, and the sum at the
