@@ -57,7 +57,9 @@ pub mod store;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::mpsc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -304,10 +306,15 @@ async fn serve(
     let mut input = Vec::with_capacity(16 * 1024);
     let mut out = Vec::with_capacity(16 * 1024);
     let mut session = Session::new();
-    // One future for the whole connection: it registers with the channel
-    // once, not once per read.
-    let stopped = stop.changed();
-    tokio::pin!(stopped);
+    // One future for the whole connection, polled once: it registers the
+    // task's waker with the channel, and the change wakes the task. After
+    // that a stop is seen by a second receiver's version check, an atomic
+    // load, instead of a poll of the channel's future (which locks its
+    // list of waiters) before every read.
+    let probe = stop.clone();
+    let changed = stop.changed();
+    tokio::pin!(changed);
+    let mut stopped = StopSignal::new(changed, &probe);
     let mut stopping = false;
     loop {
         if input.capacity() - input.len() < 4096 {
@@ -337,6 +344,46 @@ async fn serve(
         }
         if next == Next::Close || stopping {
             return stream.shutdown().await;
+        }
+    }
+}
+
+/// Ready once `probe`'s channel has changed (or its sender is gone).
+/// The first poll polls `changed`, a `changed()` future of a receiver at
+/// the same version as `probe`: that registers the polling task with the
+/// channel, which wakes it at the change. Later polls only compare
+/// `probe`'s version with the channel's. The task that polls it must stay
+/// the same (the registered waker is the first poll's).
+struct StopSignal<'a, F> {
+    changed: Pin<&'a mut F>,
+    probe: &'a watch::Receiver<bool>,
+    registered: bool,
+}
+
+impl<'a, F> StopSignal<'a, F> {
+    fn new(changed: Pin<&'a mut F>, probe: &'a watch::Receiver<bool>) -> Self {
+        StopSignal {
+            changed,
+            probe,
+            registered: false,
+        }
+    }
+}
+
+impl<F: Future> Future for StopSignal<'_, F> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.registered {
+            if self.changed.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            self.registered = true;
+        }
+        if self.probe.has_changed().unwrap_or(true) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
     }
 }
