@@ -173,9 +173,21 @@ pub(crate) fn rel(a: u64, b: u64) -> i64 {
 }
 
 /// Virtual time for `delta_ns` of service at weight `w`: `ceil(Δ·K/w)` (R1),
-/// at most [`V_SPAN`].
-#[inline]
+/// at most [`V_SPAN`]. Inlined into every charge: out of line, the call
+/// costs about as much as the 64-bit path (callgrind).
+#[inline(always)]
 pub(crate) fn vdelta(delta_ns: u64, weight: u64) -> u64 {
+    if delta_ns < 1 << 53 {
+        // `Δ·K < 2^63` and `Δ·K + w - 1 < 2^64`: the same quotient in 64
+        // bits as in 128 (every poll shorter than 104 days).
+        let num = delta_ns * K;
+        let q = if weight.is_power_of_two() {
+            (num + (weight - 1)) >> weight.trailing_zeros()
+        } else {
+            num.div_ceil(weight)
+        };
+        return q.min(V_SPAN);
+    }
     let num = delta_ns as u128 * K as u128;
     let q = if weight.is_power_of_two() {
         // A shift instead of a division (shares 1, 2, 4, ...): the same
@@ -614,10 +626,37 @@ impl Eevdf {
         let Some((sum_b, dw)) = fits else {
             return self.switch_lone_wide(a, b);
         };
+        self.finish_lone_switch(a, b, vb, dslice, dw, (v0, sum_b));
+    }
+
+    /// The end of a queue switch from the lone runnable queue `a` to `b`
+    /// ([`switch_lone`](Self::switch_lone),
+    /// [`switch_lone_picked`](Self::switch_lone_picked)): `b` placed at
+    /// `vb` with the deadline offset `dslice`, `a` departed with the lag
+    /// `floor(δ·w_b / W)` (`dw = δ·w_b`, `W = w_a + w_b`) clamped as
+    /// credit (R7) and `v_saved = vb`, and the sums of `b` alone: `v0`
+    /// and `S` as `after` gives them, `W = w_b`.
+    #[inline(always)]
+    fn finish_lone_switch(
+        &mut self,
+        a: usize,
+        b: usize,
+        vb: u64,
+        dslice: u64,
+        dw: i64,
+        after: (u64, i64),
+    ) {
+        let wb = self.ents[b].weight as i64;
+        let w = self.ents[a].weight as i64 + wb;
         // `floor(δ·w_b / W)` (`W > 0`): one division, its remainder's sign
-        // rounding the truncated quotient down.
-        let w = wa + wb;
-        let lag_a = dw / w - i64::from(dw % w < 0);
+        // rounding the truncated quotient down; none for `δ = 0` (`b`
+        // placed at V: fresh, or back without lag, as in a ping-pong
+        // between two queues).
+        let lag_a = if dw == 0 {
+            0
+        } else {
+            dw / w - i64::from(dw % w < 0)
+        };
         let limit = self.ents[a].lag_limit();
         let e = &mut self.ents[b];
         e.v = vb;
@@ -628,10 +667,10 @@ impl Eevdf {
         e.vlag = lag_a.min(limit);
         e.runnable = false;
         e.v_saved = vb;
-        self.mask[a / 64] &= !(1 << (a % 64));
+        // `a` was the lone runnable queue: its bit was alone in its word.
+        self.mask[a / 64] = 0;
         self.mask[b / 64] |= 1 << (b % 64);
-        self.sum = sum_b as i128;
-        self.load = wb;
+        (self.v0, self.sum, self.load) = (after.0, after.1 as i128, wb);
         debug_assert_eq!(
             (self.sum, self.load),
             self.recompute_sums(),
@@ -654,6 +693,10 @@ impl Eevdf {
         let mut vl = e.vlag;
         if vl < 0 {
             vl = (vl + rel(va, e.v_saved).max(0)).min(0);
+        }
+        if vl == 0 {
+            // Back without lag: at V, without the scaling.
+            return Some((0, vslice));
         }
         let p = vl.checked_mul(wa + e.weight as i64)?;
         let scaled = div_trunc_i64(p, wa).clamp(-(V_SPAN as i64), V_SPAN as i64);
@@ -716,29 +759,7 @@ impl Eevdf {
             };
             (v0, s)
         };
-        // `floor(δ·w_b / W)`, as `switch_lone`.
-        let w = wa + wb;
-        let lag_a = dw / w - i64::from(dw % w < 0);
-        let limit = self.ents[a].lag_limit();
-        let e = &mut self.ents[b];
-        e.v = vb;
-        e.d = vb.wrapping_add(dslice);
-        e.fresh = false;
-        e.runnable = true;
-        let e = &mut self.ents[a];
-        e.vlag = lag_a.min(limit);
-        e.runnable = false;
-        e.v_saved = vb;
-        self.mask[a / 64] &= !(1 << (a % 64));
-        self.mask[b / 64] |= 1 << (b % 64);
-        self.v0 = v0_after;
-        self.sum = sum_after as i128;
-        self.load = wb;
-        debug_assert_eq!(
-            (self.sum, self.load),
-            self.recompute_sums(),
-            "tourbillon bug: EEVDF sums out of date"
-        );
+        self.finish_lone_switch(a, b, vb, dslice, dw, (v0_after, sum_after));
     }
 
     /// [`switch_lone_picked`](Self::switch_lone_picked) when a product
@@ -890,8 +911,9 @@ mod tests {
         }
     }
 
-    /// The shift of a power-of-two weight gives the rounded-up quotient of
-    /// the division, at the edges of the range too.
+    /// The shift of a power-of-two weight, and the 64-bit quotient of a
+    /// service below `2^53` ns, give the rounded-up quotient of the 128-bit
+    /// division, at the edges of the range and of the 64-bit path too.
     #[test]
     fn vdelta_shift_agrees_with_division() {
         let deltas = [
@@ -902,11 +924,13 @@ mod tests {
             1024,
             1025,
             999_999,
+            (1 << 53) - 1,
+            1 << 53,
             u64::MAX / 1024,
             u64::MAX,
         ];
-        for k in 0..32 {
-            let w = 1u64 << k;
+        let odd = [3, 7, 10_000, u32::MAX as u64];
+        for w in (0..32).map(|k| 1u64 << k).chain(odd) {
             for &d in &deltas {
                 let div = div_ceil_u128(d as u128 * K as u128, w).min(V_SPAN as u128) as u64;
                 assert_eq!(vdelta(d, w), div, "{d} at weight {w}");

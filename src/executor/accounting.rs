@@ -135,22 +135,53 @@ impl RunState {
         if let Some(at) = r.end.preempt_at.get() {
             left = left.min(at.saturating_sub(r.clock.last_ns.get()));
         }
-        let cost = qs.list[q].poll_cost_ns;
-        if cost == 0 {
-            // No cost known: no poll of this queue measured yet, or its
-            // polls took no time the clock could see. Check after the next
-            // poll, whatever it costs: counted as 1 ns, `max_polls` polls of
-            // unknown length could run far beyond the slice and the host
-            // interval (61 ms for polls of 1 ms).
+        polls_within(left, qs.list[q].poll_cost_ns, r.turn.polls_left.get())
+    }
+
+    /// [`countdown`](Self::countdown) of the run of `q` that a queue switch
+    /// starts (`Core::switch_in_run`), from what the switch holds in
+    /// locals: the turn's `polls_left` and what is `left` of its host
+    /// interval. The run starts alone (no contention but the general
+    /// pick's) and its start cleared `preempt_at`: the same count.
+    #[inline(always)]
+    pub(crate) fn switch_countdown(
+        qs: &Queues,
+        q: usize,
+        cfg: &Config,
+        polls_left: u32,
+        left: u64,
+    ) -> u32 {
+        debug_assert_eq!(qs.eevdf.runnable_count(), 1);
+        if polls_left <= 1 {
             return 1;
         }
-        let most = r.turn.polls_left.get().max(1) as u64;
-        if cost.checked_mul(most).is_some_and(|all| left >= all) {
-            // `left / cost >= most`: the clamp's result, without a division.
-            return most as u32;
-        }
-        (left / cost).clamp(1, most) as u32
+        let left = if cfg.general_pick {
+            left.min(qs.eevdf.slice_left_ns(q))
+        } else {
+            left
+        };
+        polls_within(left, qs.list[q].poll_cost_ns, polls_left)
     }
+}
+
+/// How many polls of `cost` ns fit in `left` ns: at least 1, at most
+/// `polls_left` (the turn's, above 1).
+#[inline(always)]
+fn polls_within(left: u64, cost: u64, polls_left: u32) -> u32 {
+    if cost == 0 {
+        // No cost known: no poll of this queue measured yet, or its
+        // polls took no time the clock could see. Check after the next
+        // poll, whatever it costs: counted as 1 ns, `max_polls` polls of
+        // unknown length could run far beyond the slice and the host
+        // interval (61 ms for polls of 1 ms).
+        return 1;
+    }
+    let most = polls_left.max(1) as u64;
+    if cost.checked_mul(most).is_some_and(|all| left >= all) {
+        // `left / cost >= most`: the clamp's result, without a division.
+        return most as u32;
+    }
+    (left / cost).clamp(1, most) as u32
 }
 
 /// Whether more than one queue competes (or the general pick is forced):

@@ -33,7 +33,7 @@ use super::accounting::contended;
 use super::core::Core;
 use super::queues::{Queues, SchedMode};
 use super::run::Run;
-use super::run_state::bump;
+use super::run_state::{bump, RunState};
 use crate::boundary;
 use crate::error::quarantine::Quarantine;
 use crate::task::harness::{cancel_idle, end_idle_with, Done, Panics};
@@ -350,21 +350,40 @@ impl Core {
         {
             return None;
         }
-        // What the charge would leave of the turn's budget (R8d).
+        // What the charge would leave of the turn's budget (R8d), read
+        // once: the next run's start and countdown take them from here.
         let polls = r.clock.countdown_set.get() - r.clock.countdown.get();
         let polls_left = r.turn.polls_left.get().saturating_sub(polls);
         if polls_left == 0 {
             return None;
         }
-        if let Some(now) = now {
-            if now.saturating_sub(r.turn.start_ns.get()) >= r.turn.host_interval_ns.get() {
-                return None;
-            }
+        let (start, interval) = (r.turn.start_ns.get(), r.turn.host_interval_ns.get());
+        let last = now.unwrap_or_else(|| r.clock.last_ns.get());
+        let elapsed = last.saturating_sub(start);
+        if now.is_some() && elapsed >= interval {
+            return None;
         }
         let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
         qs.switched(j);
         qs.eevdf.switch_lone_picked(c, charge_ns, j);
-        self.begin_run(qs, j);
+        // `begin_run`'s steps, the countdown from the values above.
+        qs.list[j].counters.runs += 1;
+        r.current.queue.set(Some(j));
+        r.current.start_ns.set(last);
+        r.end.clear();
+        let n = RunState::switch_countdown(
+            qs,
+            j,
+            &self.cfg,
+            polls_left,
+            interval.saturating_sub(elapsed),
+        );
+        r.clock.countdown.set(n);
+        r.clock.countdown_set.set(n);
+        debug_assert_eq!(n, {
+            r.reset_countdown(qs, j, &self.cfg);
+            r.clock.countdown.get()
+        });
         bump(&r.counters.runs);
         r.held.restart(qs, j);
         Some(j)
