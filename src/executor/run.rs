@@ -274,7 +274,7 @@ impl<'a> Run<'a> {
             Some(
                 self.core
                     .observer
-                    .before(&self.core.tasks.borrow(), id, start, latency.is_some()),
+                    .before(&self.core.tasks, id, start, latency.is_some()),
             )
         } else {
             None
@@ -304,6 +304,7 @@ impl<'a> Run<'a> {
                 latency,
                 q,
                 id,
+                done,
                 before,
                 again,
                 r.counters.runs.get(),

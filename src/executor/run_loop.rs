@@ -462,6 +462,8 @@ impl Core {
         let Done {
             queue,
             group,
+            task: _,
+            name: _,
             finish,
             cancelled,
             panics,

@@ -478,15 +478,15 @@ impl<S: Schedule> TaskSlab<S> {
             .filter(|e| e.task.header().key.generation() == id.generation())
     }
 
-    pub(super) fn remove(&mut self, id: TaskKey) -> TaskEntry {
+    /// Removes task `id`'s entry; returns it and the task's name, which
+    /// leaves the slot with it.
+    pub(super) fn remove(&mut self, id: TaskKey) -> (TaskEntry, Option<Rc<str>>) {
         let index = id.index() as usize;
         let entry = self.entries.remove(index);
         debug_assert!(!entry.state().is_running());
         self.generations[index] = self.generations[index].wrapping_add(1);
-        if let Some(name) = self.names.get_mut(index) {
-            *name = None;
-        }
-        entry
+        let name = self.names.get_mut(index).and_then(Option::take);
+        (entry, name)
     }
 
     /// Checks an id that queue `queue`'s scheduler handed out: `Some` when
@@ -590,7 +590,7 @@ impl<S: Schedule> TaskSlab<S> {
                 let join_waker = self.entries[k].task.take_join_waker();
                 let deliver = self.take_deliver(k);
                 Drained {
-                    entry: self.remove(id),
+                    entry: self.remove(id).0,
                     group,
                     join_waker,
                     deliver,
