@@ -15,7 +15,6 @@ use crate::boundary::{self, PanicSink};
 use crate::config::Config;
 use crate::remote::op::Remote;
 use crate::stats::{LatencyHistogram, LatencyRecorder, Stall, StallReport};
-use crate::task::harness::Done;
 use crate::task::id::{TaskId, TaskKey};
 use crate::task::slab::TaskSlab;
 use crate::timeline::{Recorder, Timeline};
@@ -238,22 +237,19 @@ impl Observer {
         Observed { ready_ns }
     }
 
-    /// The id and name of task `id` after its poll: from its record
-    /// `done` when it ended in the poll (its slot is gone, and may hold
-    /// another task already), else from its slot (it is live: nothing
-    /// removes a task between its poll and the observer's look at it).
+    /// The id and name of task `id` after its poll: from its slot while
+    /// it lives (nothing removes a task between its poll and the
+    /// observer's look at it), else as the slab kept them when it ended in
+    /// the poll ([`TaskSlab::removed`]: its slot is gone, and may hold
+    /// another task already, spawned by what its end ran).
     fn polled_task(
         tasks: &RefCell<TaskSlab<Remote>>,
         id: TaskKey,
-        done: Option<&Done>,
     ) -> Option<(TaskId, Option<Rc<str>>)> {
-        match done {
-            Some(done) => Some((done.task, done.name.clone())),
-            None => {
-                let tasks = tasks.borrow();
-                let task = tasks.get(id)?.task_id();
-                Some((task, tasks.slot_name(id)))
-            }
+        let tasks = tasks.borrow();
+        match tasks.get(id) {
+            Some(e) => Some((e.task_id(), tasks.slot_name(id))),
+            None => tasks.removed(id),
         }
     }
 
@@ -263,8 +259,7 @@ impl Observer {
     /// histograms on), stamps a task runnable again (`again`: yielded, or
     /// woken during the poll) as ready from the end of the poll, as it
     /// does the tasks that become runnable until the next poll starts,
-    /// records the poll in the timeline, and reports a stall. `done` holds
-    /// the task's record if it ended in the poll (and nothing otherwise).
+    /// records the poll in the timeline, and reports a stall.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn after(
@@ -275,7 +270,6 @@ impl Observer {
         latency: Option<&LatencyRecorder>,
         q: usize,
         id: TaskKey,
-        done: &Option<Done>,
         before: Observed,
         again: bool,
         run: u64,
@@ -292,18 +286,17 @@ impl Observer {
             }
         }
         if let Some(rec) = &self.timeline {
-            if let Some((task, name)) = Self::polled_task(tasks, id, done.as_ref()) {
+            if let Some((task, name)) = Self::polled_task(tasks, id) {
                 rec.borrow_mut()
                     .push(q, task, name, run, start_ns, elapsed_ns);
             }
         }
         if elapsed_ns >= self.stall_ns {
-            self.report_stall(queues, tasks, panics, q, id, done, elapsed_ns);
+            self.report_stall(queues, tasks, panics, q, id, elapsed_ns);
         }
     }
 
-    /// A poll of task `id` (`done`: its record, if it ended) ran at least
-    /// the stall threshold: count it and tell the callback the task's id
+    /// A poll of task `id` ran at least the stall threshold: count it and tell the callback the task's id
     /// and name (no borrow held; a panic of the callback is discarded).
     #[cold]
     #[inline(never)]
@@ -315,10 +308,9 @@ impl Observer {
         panics: &PanicSink,
         q: usize,
         id: TaskKey,
-        done: &Option<Done>,
         ns: u64,
     ) {
-        let Some((id, name)) = Self::polled_task(tasks, id, done.as_ref()) else {
+        let Some((id, name)) = Self::polled_task(tasks, id) else {
             return;
         };
         let queue = {

@@ -304,7 +304,6 @@ impl<'a> Run<'a> {
                 latency,
                 q,
                 id,
-                done,
                 before,
                 again,
                 r.counters.runs.get(),

@@ -462,8 +462,6 @@ impl Core {
         let Done {
             queue,
             group,
-            task: _,
-            name: _,
             finish,
             cancelled,
             panics,

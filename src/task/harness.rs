@@ -11,10 +11,9 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::rc::Rc;
 use std::task::Waker;
 
-use super::id::{GroupId, TaskId, TaskKey};
+use super::id::{GroupId, TaskKey};
 use super::raw::{Finish, PollCode, RawTask};
 use super::schedule::Schedule;
 use super::slab::{Deliver, TaskEntry, TaskSlab};
@@ -69,10 +68,6 @@ pub(crate) enum Next {
 pub(crate) struct Done {
     pub(crate) queue: usize,
     pub(crate) group: GroupId,
-    /// The task's id and name, which its slot no longer holds: for the
-    /// observer of its last poll (a stall report, the timeline).
-    pub(crate) task: TaskId,
-    pub(crate) name: Option<Rc<str>>,
     pub(crate) finish: Finish,
     /// It ended by `abort()`.
     pub(crate) cancelled: bool,
@@ -199,14 +194,11 @@ fn complete<S: Schedule>(
     // so the slab's reference keeps the cell alive.
     let join_waker = unsafe { raw.take_join_waker() };
     let deliver = slab.take_deliver(id.index() as usize);
-    let (entry, name) = slab.remove(id);
     Completion {
         deliver,
         done: Done {
             queue,
             group,
-            task: header.task_id,
-            name,
             finish,
             cancelled,
             panics: panic.map(|p| {
@@ -217,7 +209,7 @@ fn complete<S: Schedule>(
             }),
         },
         join_waker,
-        entry,
+        entry: slab.remove(id),
         joined,
     }
 }
