@@ -124,9 +124,9 @@ impl<K: QueueKey> Builder<K> {
     /// again; the buckets (4 KiB per queue) are allocated with the
     /// executor. On the headline workload of near-empty polls (50,000
     /// tasks x 5 yields on one `RunnableFifo` queue), `valgrind
-    /// --tool=callgrind` counts 2,188 instructions per task with the
-    /// histograms and a stall detector, 1,890 with a clock read per poll
-    /// alone (a stall detector) and 1,347 without either
+    /// --tool=callgrind` counts 2,040 instructions per task with the
+    /// histograms and a stall detector, 1,737 with a clock read per poll
+    /// alone (a stall detector) and 1,295 without either
     /// (`overhead_profile observe 3`, `observe 3 5 clock` and `3 5 1
     /// fresh`, `--toggle-collect=overhead_profile::workload`, medians of 3;
     /// 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc
@@ -164,9 +164,10 @@ impl<K: QueueKey> Builder<K> {
     ///
     /// Cost: one clock read per poll (the poll's duration runs from the
     /// reading that starts it to the one that ends it, which starts the
-    /// next), a comparison with the threshold, and a look-up of the task's
-    /// name before each poll (none for an executor without named tasks);
-    /// the report is built only for a stall. The
+    /// next) and a comparison with the threshold; the task's id and name
+    /// are looked up, and the report built, only for a stall (the
+    /// executor keeps the id and name of the task that ended last, for
+    /// a stall in the poll in which a task ends). The
     /// [latency histograms](Self::latency_histograms) document what both
     /// cost together on the headline workload.
     ///

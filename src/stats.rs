@@ -518,7 +518,11 @@ pub(crate) struct LatencyRecorder {
     /// [`unclamped_index`]'s buckets: those from `BUCKETS - 1` on are the
     /// histogram's last.
     counts: [Cell<u64>; RECORDER_BUCKETS],
-    sum_ns: Cell<u128>,
+    /// The sum's low 64 bits; the high ones are in `sum_high`, which a
+    /// carry out of these reaches (the 128-bit addition's load, add with
+    /// carry and store of the high half, taken only at a carry).
+    sum_low: Cell<u64>,
+    sum_high: Cell<u64>,
     min_ns: Cell<u64>,
     max_ns: Cell<u64>,
 }
@@ -528,7 +532,8 @@ impl LatencyRecorder {
     pub(crate) fn new() -> Self {
         Self {
             counts: std::array::from_fn(|_| Cell::new(0)),
-            sum_ns: Cell::new(0),
+            sum_low: Cell::new(0),
+            sum_high: Cell::new(0),
             min_ns: Cell::new(u64::MAX),
             max_ns: Cell::new(0),
         }
@@ -541,7 +546,11 @@ impl LatencyRecorder {
         // bounds check.
         let c = &self.counts[unclamped_index(ns) & (RECORDER_BUCKETS - 1)];
         c.set(c.get() + 1);
-        self.sum_ns.set(self.sum_ns.get() + u128::from(ns));
+        let (low, carry) = self.sum_low.get().overflowing_add(ns);
+        self.sum_low.set(low);
+        if carry {
+            self.carry();
+        }
         // Branches, taken only while the extremes move.
         if ns < self.min_ns.get() {
             self.min_ns.set(ns);
@@ -549,6 +558,13 @@ impl LatencyRecorder {
         if ns > self.max_ns.get() {
             self.max_ns.set(ns);
         }
+    }
+
+    /// A carry out of the sum's low half.
+    #[cold]
+    #[inline(never)]
+    fn carry(&self) {
+        self.sum_high.set(self.sum_high.get() + 1);
     }
 
     /// What it recorded, as a histogram (the one that
@@ -564,7 +580,7 @@ impl LatencyRecorder {
         LatencyHistogram {
             counts,
             count,
-            sum_ns: self.sum_ns.get(),
+            sum_ns: u128::from(self.sum_high.get()) << 64 | u128::from(self.sum_low.get()),
             min_ns: self.min_ns.get(),
             max_ns: self.max_ns.get(),
         }
@@ -611,6 +627,19 @@ mod tests {
         assert_eq!(got.count(), 9);
         assert_eq!(got.min(), Duration::ZERO);
         assert_eq!(got.max(), Duration::from_nanos(u64::MAX));
+    }
+
+    #[test]
+    fn the_recorders_sum_carries_into_its_high_half() {
+        let rec = LatencyRecorder::new();
+        let mut want = LatencyHistogram::new();
+        for ns in [u64::MAX, u64::MAX, 3, u64::MAX] {
+            rec.record(ns);
+            want.record_ns(ns);
+        }
+        assert_eq!(rec.histogram(), want);
+        // 3 * (2^64 - 1) + 3 = 3 * 2^64.
+        assert_eq!((rec.sum_high.get(), rec.sum_low.get()), (3, 0));
     }
 
     #[test]

@@ -105,6 +105,58 @@ fn t7_threshold_is_inclusive_and_callback_panics_are_contained() {
     assert_eq!(ex.queue_stats(0).unwrap().stalls, 2);
 }
 
+// T7: a task that ends in a stalling poll is reported with its own id and
+// name, even when what its end runs (the destructor of its unread result)
+// spawns a named task into the slot it leaves.
+#[test]
+fn t7_a_completing_stall_names_its_task_not_the_next_occupant_of_its_slot() {
+    struct SpawnsOnDrop(
+        tourbillon::Spawner<usize>,
+        Rc<RefCell<Option<tourbillon::task::TaskKey>>>,
+    );
+    impl Drop for SpawnsOnDrop {
+        fn drop(&mut self) {
+            let h = self.0.task(0).name("newcomer").spawn(async {}).unwrap();
+            *self.1.borrow_mut() = Some(h.key());
+        }
+    }
+    let sim = Sim::new(1);
+    let reports: Rc<RefCell<Vec<Stall>>> = Rc::default();
+    let log = reports.clone();
+    let ex = sim
+        .builder()
+        .queue(0, 1)
+        .stall_detector(Duration::from_millis(10), move |s| {
+            log.borrow_mut().push(s.clone())
+        })
+        .build()
+        .unwrap();
+    let spawner = ex.spawner();
+    let newcomer = Rc::new(RefCell::new(None));
+    let slot = newcomer.clone();
+    let s = sim.clone();
+    let ender = ex
+        .task(0)
+        .name("ender")
+        .spawn(async move {
+            s.spend(0, 0, 30 * MS);
+            SpawnsOnDrop(spawner, slot)
+        })
+        .unwrap();
+    let (ender_id, ender_key) = (ender.id(), ender.key());
+    // Detached: the result is dropped as the task ends.
+    drop(ender);
+    sim.drive(&ex);
+    let newcomer = newcomer.borrow().expect("the destructor spawned");
+    assert_eq!(newcomer.index(), ender_key.index(), "the slot is reused");
+    let reports = reports.borrow();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0].task, ender_id);
+    assert_eq!(reports[0].name.as_deref(), Some("ender"));
+    assert_eq!(reports[0].duration, Duration::from_millis(30));
+    assert_eq!(ex.queue_stats(0).unwrap().stalls, 1);
+}
+
 // T8, counters: per queue, service equals the sum of the scripted poll
 // costs and polls equal the scripted polls; spawned / completed /
 // cancelled / panicked count what happened.

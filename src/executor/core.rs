@@ -91,8 +91,14 @@ impl Core {
     ) -> Self {
         let intake = Intake::new(queues.list.len());
         let observer = Observer::new(&cfg, queues.list.len(), stall_report);
+        let mut tasks = TaskSlab::new(intake.inbox.clone());
+        if cfg.stall_ns != u64::MAX || cfg.timeline > 0 {
+            // The stall report and the timeline name the task of a poll
+            // in which it ended.
+            tasks.keep_removed();
+        }
         Self {
-            tasks: RefCell::new(TaskSlab::new(intake.inbox.clone())),
+            tasks: RefCell::new(tasks),
             queues: RefCell::new(queues),
             run: RunState::default(),
             intake,

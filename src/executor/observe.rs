@@ -1,10 +1,10 @@
 #![forbid(unsafe_code)]
-//! Observation of the run: the [`Observer`] (what the stall detector and
-//! the latency histograms read around a poll, [`Observed`]: only runs with
-//! per-poll timing come here; the stall report; the timeline's recorder,
-//! `crate::timeline`), and the `tracing` spans of runs and polls
-//! (`Traced`, with the `tracing` feature). It observes and counts; it
-//! decides nothing about the run.
+//! Observation of the run: the [`Observer`] (what the latency histograms
+//! read before a poll, [`Observed`], and record after it; the stall
+//! detector's comparison after it: only runs with per-poll timing come
+//! here; the stall report; the timeline's recorder, `crate::timeline`),
+//! and the `tracing` spans of runs and polls (`Traced`, with the `tracing`
+//! feature). It observes and counts; it decides nothing about the run.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -49,21 +49,17 @@ pub(crate) struct Observer {
     /// a [`Spawner`](crate::Spawner) (and so the executor's core) cannot
     /// keep the executor alive.
     report: RefCell<Option<StallReport>>,
-    /// The task's id and name are read before each poll (stall detector,
-    /// timeline).
-    task_ids: bool,
     /// The timeline's buffer, if it is on.
     timeline: Option<RefCell<Recorder>>,
 }
 
-/// What [`Observer::before`] read before a poll: the task's
-/// wake-to-first-poll delay, and its id and name (for a stall report and
-/// the timeline: a task that completes in the poll loses its slot).
+/// What [`Observer::before`] read before a poll: when the task became
+/// runnable, for its wake-to-first-poll delay. The task's id and name,
+/// for a stall report and the timeline, are read after the poll
+/// ([`Observer::polled_task`]).
 pub(crate) struct Observed {
     /// When the task became runnable (histograms on; 0 otherwise).
     ready_ns: u64,
-    task: Option<TaskId>,
-    name: Option<Rc<str>>,
 }
 
 /// A `tracing` span entered for a run or a poll: the subscriber's code
@@ -106,7 +102,6 @@ impl Observer {
             stamp: Cell::new(STAMP_READ),
             stall_ns: cfg.stall_ns,
             report: RefCell::new(report),
-            task_ids: cfg.stall_ns != u64::MAX || cfg.timeline > 0,
             timeline: (cfg.timeline > 0).then(|| RefCell::new(Recorder::new(cfg.timeline))),
         }
     }
@@ -215,15 +210,16 @@ impl Observer {
     }
 
     /// What the observability needs from before a poll of `id` that
-    /// starts at `start_ns` (histograms, stall detector): when the task
-    /// became runnable (`latency`: the histograms are on), and its id and
-    /// name. Whether `id` is live is not checked: the poll says so, and the
-    /// result of a stale id is dropped. The tasks the poll spawns or wakes
-    /// are stamped with its start.
+    /// starts at `start_ns`: when the task became runnable (`latency`: the
+    /// histograms are on). Whether `id` is live is not checked: the poll
+    /// says so, and the result of a stale id is dropped. The tasks the
+    /// poll spawns or wakes are stamped with its start. Nothing is read for
+    /// the stall detector, which compares the poll's duration with its
+    /// threshold after the poll.
     #[inline(always)]
     pub(super) fn before(
         &self,
-        tasks: &TaskSlab<Remote>,
+        tasks: &RefCell<TaskSlab<Remote>>,
         id: TaskKey,
         start_ns: u64,
         latency: bool,
@@ -232,22 +228,28 @@ impl Observer {
             self.stamp.set(start_ns);
             // Every task is stamped at its spawn: no stamp only for a
             // stale id.
-            tasks.slot_ready_ns(id).unwrap_or(start_ns)
+            // Exclusive though it only reads: a `RefMut`'s flag costs
+            // fewer instructions than a `Ref`'s count.
+            tasks.borrow_mut().slot_ready_ns(id).unwrap_or(start_ns)
         } else {
             0
         };
-        Observed {
-            ready_ns,
-            task: if self.task_ids {
-                tasks.get(id).map(|e| e.task_id())
-            } else {
-                None
-            },
-            name: if self.task_ids {
-                tasks.slot_name(id)
-            } else {
-                None
-            },
+        Observed { ready_ns }
+    }
+
+    /// The id and name of task `id` after its poll: from its slot while
+    /// it lives (nothing removes a task between its poll and the
+    /// observer's look at it), else as the slab kept them when it ended in
+    /// the poll ([`TaskSlab::removed`]: its slot is gone, and may hold
+    /// another task already, spawned by what its end ran).
+    fn polled_task(
+        tasks: &RefCell<TaskSlab<Remote>>,
+        id: TaskKey,
+    ) -> Option<(TaskId, Option<Rc<str>>)> {
+        let tasks = tasks.borrow();
+        match tasks.get(id) {
+            Some(e) => Some((e.task_id(), tasks.slot_name(id))),
+            None => tasks.removed(id),
         }
     }
 
@@ -283,30 +285,34 @@ impl Observer {
                 tasks.borrow_mut().restamp_ready(id, end);
             }
         }
-        if let (Some(rec), Some(task)) = (&self.timeline, before.task) {
-            rec.borrow_mut()
-                .push(q, task, before.name.clone(), run, start_ns, elapsed_ns);
+        if let Some(rec) = &self.timeline {
+            if let Some((task, name)) = Self::polled_task(tasks, id) {
+                rec.borrow_mut()
+                    .push(q, task, name, run, start_ns, elapsed_ns);
+            }
         }
         if elapsed_ns >= self.stall_ns {
-            if let Some(task) = before.task {
-                self.report_stall(queues, panics, q, task, before.name, elapsed_ns);
-            }
+            self.report_stall(queues, tasks, panics, q, id, elapsed_ns);
         }
     }
 
-    /// A poll ran at least the stall threshold: count it and tell the
-    /// callback (no borrow held; a panic of the callback is discarded).
+    /// A poll of task `id` ran at least the stall threshold: count it and tell the callback the task's id
+    /// and name (no borrow held; a panic of the callback is discarded).
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn report_stall(
         &self,
         queues: &RefCell<Queues>,
+        tasks: &RefCell<TaskSlab<Remote>>,
         panics: &PanicSink,
         q: usize,
-        id: TaskId,
-        name: Option<Rc<str>>,
+        id: TaskKey,
         ns: u64,
     ) {
+        let Some((id, name)) = Self::polled_task(tasks, id) else {
+            return;
+        };
         let queue = {
             let mut qs = queues.borrow_mut();
             qs.list[q].counters.stalls += 1;

@@ -274,7 +274,7 @@ impl<'a> Run<'a> {
             Some(
                 self.core
                     .observer
-                    .before(&self.core.tasks.borrow(), id, start, latency.is_some()),
+                    .before(&self.core.tasks, id, start, latency.is_some()),
             )
         } else {
             None

@@ -127,6 +127,13 @@ impl TaskEntry {
     }
 }
 
+/// The id and name of a removed task ([`TaskSlab::removed`]).
+struct Removed {
+    key: TaskKey,
+    task: TaskId,
+    name: Option<Rc<str>>,
+}
+
 /// All live tasks of one executor.
 ///
 /// The entries hold the task pointers (the id, state bits, queue and group
@@ -152,6 +159,10 @@ pub(crate) struct TaskSlab<S: Schedule> {
     /// by slot; empty until the first such spawn. Other tasks are their own
     /// group, derived from their id.
     keyed: Vec<u32>,
+    /// The id and name of the task removed last are kept in `removed`
+    /// (the stall detector or the timeline is on).
+    keep_removed: bool,
+    removed: Option<Removed>,
     /// The tasks' sink (the executor's thread-safe half), which task cells
     /// point to without counting (`OwnedTask::new`). Declared after
     /// `entries`: fields drop in order, so it outlives every entry. Only
@@ -275,6 +286,8 @@ impl<S: Schedule> TaskSlab<S> {
             deliver: Vec::new(),
             ready_ns: Vec::new(),
             keyed: Vec::new(),
+            keep_removed: false,
+            removed: None,
             sink_ptr: NonNull::new(Arc::as_ptr(&sink).cast_mut())
                 .expect("an Arc's pointer is not null"),
             _sink: sink,
@@ -483,10 +496,32 @@ impl<S: Schedule> TaskSlab<S> {
         let entry = self.entries.remove(index);
         debug_assert!(!entry.state().is_running());
         self.generations[index] = self.generations[index].wrapping_add(1);
-        if let Some(name) = self.names.get_mut(index) {
-            *name = None;
+        let name = self.names.get_mut(index).and_then(Option::take);
+        if self.keep_removed {
+            self.removed = Some(Removed {
+                key: id,
+                task: entry.task_id(),
+                name,
+            });
         }
         entry
+    }
+
+    /// Keeps the id and name of the task removed last
+    /// ([`removed`](Self::removed)), from here on.
+    pub(crate) fn keep_removed(&mut self) {
+        self.keep_removed = true;
+    }
+
+    /// The id and name of task `key`, if it is the task removed last and
+    /// [`keep_removed`](Self::keep_removed) asked for them: what the
+    /// observer of the poll in which a task ended reports, though its slot
+    /// is gone (and may hold a task spawned by what its end ran).
+    pub(crate) fn removed(&self, key: TaskKey) -> Option<(TaskId, Option<Rc<str>>)> {
+        self.removed
+            .as_ref()
+            .filter(|r| r.key == key)
+            .map(|r| (r.task, r.name.clone()))
     }
 
     /// Checks an id that queue `queue`'s scheduler handed out: `Some` when

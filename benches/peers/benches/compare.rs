@@ -21,8 +21,7 @@
 //! queue, with one `Las::exact()` queue, with 4 queues of shares 1:2:3:4, with 8 queues of shares
 //! 1:2:...:8 (tasks spread round-robin) and with one `RunnableFifo` queue
 //! that reads the clock once per poll (a stall detector of one hour, which
-//! never reports: a clock read, a look at the task's name and a comparison
-//! per poll, about the least that `Las`, the observability and an exact
+//! never reports: a clock read and a comparison per poll, about the least that `Las`, the observability and an exact
 //! charge at each queue switch can cost), and the same with latency
 //! histograms on (`tourbillon FIFO, histograms + stall detector`: what
 //! the observability costs over its clock read);
@@ -404,8 +403,7 @@ enum TbKind {
     FourQueues,
     EightQueues,
     /// One `RunnableFifo` queue and a stall detector of one hour, which
-    /// never reports: per poll, a clock read, a look at the task's name
-    /// and a comparison.
+    /// never reports: per poll, a clock read and a comparison.
     ClockPerPoll,
     /// One `RunnableFifo` queue with latency histograms and the stall
     /// detector of `ClockPerPoll`: what observability costs over its clock
@@ -984,7 +982,7 @@ impl Report<'_> {
     }
 
     /// What one clock read per poll costs tourbillon's one-queue path (with
-    /// the stall detector's look at the task's name and its comparison),
+    /// the stall detector's comparison),
     /// for the targets that time polls or runs: W1 (six polls a task) for
     /// `Las` and the observability, W4 (one poll a message) for an exact
     /// charge at every queue switch.
