@@ -287,45 +287,57 @@ impl<P> Default for Radix<P> {
 
 impl<P: Copy + Ord> Radix<P> {
     /// The level and slot of key `k` (`k >= base`).
-    #[inline]
+    #[inline(always)]
     fn place(&self, k: u64) -> (usize, usize) {
-        let x = k ^ self.base;
-        let l = if x == 0 {
-            0
-        } else {
-            (x.ilog2() / DIGIT) as usize
-        };
-        (l, ((k >> (DIGIT * l as u32)) & 63) as usize)
+        // `| 1`: `k == base` (and a difference in bit 0 alone) is level 0,
+        // without a branch.
+        let l = ((k ^ self.base) | 1).ilog2() / DIGIT;
+        (l as usize, ((k >> (DIGIT * l)) & 63) as usize)
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, e: Entry<P>) {
         let (l, s) = self.place(e.0);
         let i = l * 64 + s;
+        let slot = &mut self.slots[i];
         // An empty slot has no buffer (it went to `spare`).
-        if self.slots[i].capacity() == 0 {
+        if slot.capacity() == 0 {
             if let Some(buf) = self.spare.pop() {
                 self.spare_cap -= buf.capacity();
-                self.slots[i] = buf;
+                *slot = buf;
             }
         }
-        self.slots[i].push(e);
+        slot.push(e);
         self.entries += 1;
         self.occupied[l] |= 1 << s;
         self.levels |= 1 << l;
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, e: Entry<P>) {
         if e.0 < self.base {
-            self.low_pushes += 1;
-            self.low.push(Reverse((e.0, self.low_pushes, e.1)));
+            self.push_low(e);
             return;
         }
         if self.slots.is_empty() {
-            self.slots = (0..LEVELS * 64).map(|_| Vec::new()).collect();
+            self.alloc_slots();
         }
         self.insert(e);
+    }
+
+    /// [`push`](Radix::push) of a key below `base`: to the binary heap.
+    #[inline(never)]
+    fn push_low(&mut self, e: Entry<P>) {
+        self.low_pushes += 1;
+        self.low.push(Reverse((e.0, self.low_pushes, e.1)));
+    }
+
+    /// The slots, at the first push (a queue that never runs a task
+    /// allocates none).
+    #[cold]
+    #[inline(never)]
+    fn alloc_slots(&mut self) {
+        self.slots = (0..LEVELS * 64).map(|_| Vec::new()).collect();
     }
 
     /// Takes the `n` entries from `h` on off level 0's least slot `s` (a
@@ -858,6 +870,9 @@ impl Las {
     /// those that stay at level 0 are moved to the start of `ids`, in
     /// order, instead of being pushed; returns how many.
     pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) -> usize {
+        if self.requeue_exact(ids, ns) {
+            return 0;
+        }
         let bound = self.level0_below;
         let mut kept = 0;
         let mut total = 0u64;
@@ -876,23 +891,47 @@ impl Las {
             if key < bound {
                 ids[kept].set(task);
                 kept += 1;
-            } else if let (Order::Exact(radix), None) = (&mut self.order, &self.dead) {
-                // `push` without its lookups: the key is the service just
-                // charged, the task is not forgotten (no dead entries).
-                let bits = &mut self.queued_bits;
-                if g / 64 >= bits.len() {
-                    bits.resize(g / 64 + 1, 0);
-                }
-                bits[g / 64] |= 1 << (g % 64);
-                self.len += 1;
-                self.overtaken |= key < self.batch_key;
-                radix.push((key, task));
             } else {
                 self.push(task, GroupId::task(task.index()));
             }
         }
         self.queue_time = self.queue_time.saturating_add(total);
         kept
+    }
+
+    /// [`keep_level0`](Las::keep_level0) with exact keys and no entry of a
+    /// forgotten task (`dead`), which keeps none (there is no level 0):
+    /// each task's own group is charged, and the task pushed with the
+    /// service just charged as its key, in one loop without the lookups of
+    /// [`push`](Scheduler::push). Returns `false`, doing nothing, in any
+    /// other case.
+    #[inline]
+    fn requeue_exact(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) -> bool {
+        let (Order::Exact(radix), None) = (&mut self.order, &self.dead) else {
+            return false;
+        };
+        let n = ids.len().min(ns.len());
+        let batch_key = self.batch_key;
+        let (mut total, mut overtaken) = (0u64, false);
+        for (id, ns) in ids[..n].iter().zip(&ns[..n]) {
+            let (task, ns) = (id.get(), ns.get());
+            total = total.saturating_add(ns);
+            // The task's own group: `GroupId::task` of its index.
+            let g = task.index() as usize;
+            if g >= self.task_service.len() || g / 64 >= self.queued_bits.len() {
+                grow_tables(&mut self.task_service, &mut self.queued_bits, g);
+            }
+            let s = &mut self.task_service[g];
+            *s = s.saturating_add(ns);
+            let key = *s;
+            self.queued_bits[g / 64] |= 1 << (g % 64);
+            overtaken |= key < batch_key;
+            radix.push((key, task));
+        }
+        self.len += n;
+        self.overtaken |= overtaken;
+        self.queue_time = self.queue_time.saturating_add(total);
+        true
     }
 
     /// Puts `ids` back in front of level 0, in order: undoes a
@@ -950,6 +989,19 @@ impl Las {
         let stays = *s < bound;
         self.queue_time = self.queue_time.saturating_add(ns);
         stays
+    }
+}
+
+/// Makes room for slab index `g` in the service of tasks' own groups and
+/// in the bits of queued tasks.
+#[cold]
+#[inline(never)]
+fn grow_tables(service: &mut Vec<u64>, bits: &mut Vec<u64>, g: usize) {
+    if g >= service.len() {
+        service.resize(g + 1, 0);
+    }
+    if g / 64 >= bits.len() {
+        bits.resize(g / 64 + 1, 0);
     }
 }
 
