@@ -399,15 +399,44 @@ impl<P: Copy + Ord> Radix<P> {
         let l = self.levels.trailing_zeros() as usize;
         let s = self.occupied[l].trailing_zeros() as usize;
         let src = std::mem::take(&mut self.slots[l * 64 + s]);
+        // Counted out for `recycle`'s bound, and back in below.
         self.entries -= src.len();
         self.occupied[l] &= !(1 << s);
         if self.occupied[l] == 0 {
             self.levels &= !(1 << l);
         }
-        self.base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
+        let base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
+        self.base = base;
+        // The entries go to the levels below `l` in one loop over locals
+        // (the bitmaps in registers, no recount of `entries`): keys of the
+        // slot share every digit from `l` up with `base`.
+        let Radix {
+            slots,
+            spare,
+            spare_cap,
+            occupied,
+            levels,
+            ..
+        } = self;
+        let mut occ = *occupied;
+        let mut lv = *levels;
         for &e in &src {
-            self.insert(e);
+            let d = ((e.0 ^ base) | 1).ilog2() / DIGIT;
+            let (dl, ds) = (d as usize, ((e.0 >> (DIGIT * d)) & 63) as usize);
+            let slot = &mut slots[dl * 64 + ds];
+            if slot.capacity() == 0 {
+                if let Some(buf) = spare.pop() {
+                    *spare_cap -= buf.capacity();
+                    *slot = buf;
+                }
+            }
+            slot.push(e);
+            occ[dl % LEVELS] |= 1 << ds;
+            lv |= 1 << dl;
         }
+        *occupied = occ;
+        *levels = lv;
+        self.entries += src.len();
         self.recycle(src);
     }
 
