@@ -158,8 +158,8 @@ pub(crate) struct HeldIds {
     pub(crate) front_empty: Cell<bool>,
     /// Whether a `Held` guard holds the batch (from `Held::new` to its
     /// put-back), and whether a push can overtake the ids it holds (see
-    /// [`Open`]).
-    pub(crate) open: Cell<Open>,
+    /// [`HeldState`]).
+    pub(crate) open: Cell<HeldState>,
     /// The running queue, whose ids these are (set by `Held::new`; valid
     /// while `open`, and while the tail holds ids).
     pub(crate) queue: Cell<usize>,
@@ -167,7 +167,7 @@ pub(crate) struct HeldIds {
 
 /// The state of the run's batch ([`HeldIds::open`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Open {
+pub(crate) enum HeldState {
     /// No `Held` guard holds the batch.
     #[default]
     Closed,
