@@ -47,7 +47,11 @@ use crate::task::id::{GroupId, TaskKey};
 ///   tasks' slab entries and cells as it takes them: the order follows
 ///   measured durations, so it visits the tasks in an order close to
 ///   random, and the cache misses of a batch overlap instead of opening
-///   each poll.
+///   each poll. The run's requeues of a batch (tasks of their own groups
+///   runnable again) are charged and pushed in one loop when the run's
+///   tail is pushed, each with the service just charged as its key
+///   (`requeue_exact`: no lookup of the group's table or of forgotten
+///   tasks per task).
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -242,7 +246,10 @@ const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
 /// Entries move by the slot in contiguous memory: a push or pop costs a
 /// few instructions and a cache miss at most at the slot's ends, where a
 /// binary heap of every runnable task sifts `log2(n)` levels (each a
-/// likely cache miss past a few thousand tasks).
+/// likely cache miss past a few thousand tasks). A key's level is
+/// `((k ^ base) | 1).ilog2() / 6`, without a branch (`| 1` puts `k ==
+/// base` at level 0); a push inlines into its callers; a redistribution
+/// moves its slot's entries in one loop, the bitmaps held in locals.
 #[derive(Debug)]
 struct Radix<P> {
     base: u64,
