@@ -45,10 +45,11 @@ use crate::task::slab::prefetch_read;
 ///   it was pushed; that only favours tasks already waiting). Without a
 ///   guard, the run loop takes the entries of the least key (up to 64 at
 ///   once, in push order; see the batch path below) and prefetches their
-///   tasks' slab entries and cells as it takes them: the order follows
-///   measured durations, so it visits the tasks in an order close to
-///   random, and the cache misses of a batch overlap instead of opening
-///   each poll. The run's requeues of a batch (tasks of their own groups
+///   tasks' slab entries and cells as it takes them (and the scheduler
+///   the service of their own groups, which their requeues update): the
+///   order follows measured durations, so it visits the tasks in an
+///   order close to random, and the cache misses of a batch overlap
+///   instead of opening each poll. The run's requeues of a batch (tasks of their own groups
 ///   runnable again) are charged and pushed in one loop when the run's
 ///   tail is pushed, each with the service just charged as its key
 ///   (`requeue_exact`: no lookup of the group's table or of forgotten
