@@ -54,9 +54,9 @@ use crate::task::slab::prefetch_read;
 ///   tail is pushed, each with the service just charged as its key
 ///   (`requeue_exact`: no lookup of the group's table or of forgotten
 ///   tasks per task). On the headline workload (50,000 runnable tasks x 5
-///   yields, every task its own group) this costs 3,220 to 3,350
-///   instructions per task (five runs), against 1,348 to 1,352 for
-///   [`RunnableFifo`](crate::sched::RunnableFifo) (three runs; `valgrind
+///   yields, every task its own group) this costs 3,270 to 3,440
+///   instructions per task (four runs), against 1,348 to 1,352 for
+///   [`RunnableFifo`](crate::sched::RunnableFifo) (four runs; `valgrind
 ///   --tool=callgrind --toggle-collect='overhead_profile::workload'` on
 ///   `overhead_profile las-exact 3` and `3 5 1 fresh`, 2026-11-29, 2-vCPU
 ///   VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0; the
