@@ -18,7 +18,7 @@ use std::cell::RefCell;
 
 use super::core::Core;
 use super::queues::Queues;
-use super::run_state::{HeldIds, HELD};
+use super::run_state::{HeldIds, HeldState, HELD};
 use crate::sched::{Front, QueueScheduler};
 use crate::task::id::TaskKey;
 
@@ -44,7 +44,7 @@ impl<'a> Held<'a> {
         core.run.held.pos.set(0);
         core.run.held.len.set(0);
         core.run.held.front_empty.set(false);
-        core.run.held.open.set(true);
+        core.run.held.open.set(HeldState::Open);
         core.run.held.queue.set(q);
         Self { core, q }
     }
@@ -105,6 +105,7 @@ impl<'a> Held<'a> {
             QueueScheduler::Las(l) => {
                 let n = l.take_front(&r.held.batch.0);
                 if l.prefetches() {
+                    r.held.open.set(HeldState::Overtakable);
                     self.prefetch(n);
                 }
                 n
@@ -150,6 +151,7 @@ impl<'a> Held<'a> {
             if let QueueScheduler::Las(l) = &qs.list[self.q].sched {
                 // An exact `Las` requeues through the tail too.
                 if l.prefetches() {
+                    r.held.open.set(HeldState::Overtakable);
                     self.prefetch(len);
                 }
             }
@@ -204,7 +206,7 @@ impl<'a> Held<'a> {
     #[inline(always)]
     pub(crate) fn put_back(&mut self) {
         let r = &self.core.run;
-        r.held.open.set(false);
+        r.held.open.set(HeldState::Closed);
         if r.held.pos.get() != r.held.len.get() || r.held.tail.len() != 0 {
             self.put_back_ids();
         }
@@ -345,7 +347,10 @@ impl HeldIds {
     /// queue, so that the run's next id is the pushed task.
     #[inline(always)]
     pub(crate) fn yield_to_push(&self, qs: &mut Queues, q: usize) {
-        if self.open.get() && self.queue.get() == q && self.pos.get() != self.len.get() {
+        if self.open.get() == HeldState::Overtakable
+            && self.queue.get() == q
+            && self.pos.get() != self.len.get()
+        {
             self.put_back_if_overtaken(qs, q);
         }
     }
@@ -372,7 +377,7 @@ impl HeldIds {
     #[inline(always)]
     pub(crate) fn join_batch(&self, qs: &Queues, q: usize, id: TaskKey) -> bool {
         let held = self;
-        if !held.open.get() || held.queue.get() != q {
+        if held.open.get() == HeldState::Closed || held.queue.get() != q {
             return false;
         }
         let len = held.len.get();

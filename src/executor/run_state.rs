@@ -156,15 +156,31 @@ pub(crate) struct HeldIds {
     /// of the queues (one task yielding in a loop takes that path at every
     /// poll).
     pub(crate) front_empty: Cell<bool>,
-    /// A `Held` guard holds the batch (from `Held::new` to its put-back):
-    /// a task of the running `RunnableFifo` queue woken while the run holds
-    /// every queued task of it (no requeued task, an empty deque) joins
-    /// the batch at its end, which is its place in FIFO order
-    /// ([`HeldIds::join_batch`]).
-    pub(crate) open: Cell<bool>,
+    /// Whether a `Held` guard holds the batch (from `Held::new` to its
+    /// put-back), and whether a push can overtake the ids it holds (see
+    /// [`HeldState`]).
+    pub(crate) open: Cell<HeldState>,
     /// The running queue, whose ids these are (set by `Held::new`; valid
     /// while `open`, and while the tail holds ids).
     pub(crate) queue: Cell<usize>,
+}
+
+/// The state of the run's batch ([`HeldIds::open`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum HeldState {
+    /// No `Held` guard holds the batch.
+    #[default]
+    Closed,
+    /// A `Held` guard holds the batch: a task of the running
+    /// `RunnableFifo` queue woken while the run holds every queued task of
+    /// it (no requeued task, an empty deque) joins the batch at its end,
+    /// which is its place in FIFO order (`HeldIds::join_batch`).
+    Open,
+    /// Open, and the batch was taken from a `Las` with exact keys, whose
+    /// ids a push of a smaller key overtakes (`HeldIds::yield_to_push`):
+    /// every push to a queue tests this state alone, so that it costs one
+    /// read on any other queue.
+    Overtakable,
 }
 
 /// How many ids a run takes from a `RunnableFifo` per borrow of the queues:
