@@ -316,15 +316,11 @@ impl<P: Copy + Ord> Radix<P> {
     fn insert(&mut self, e: Entry<P>) {
         let (l, s) = self.place(e.0);
         let i = l * 64 + s;
-        let slot = &mut self.slots[i];
-        // An empty slot has no buffer (it went to `spare`).
-        if slot.capacity() == 0 {
-            if let Some(buf) = self.spare.pop() {
-                self.spare_cap -= buf.capacity();
-                *slot = buf;
-            }
+        let slot = &self.slots[i];
+        if slot.len() == slot.capacity() {
+            self.make_room(l, s);
         }
-        slot.push(e);
+        self.slots[i].push(e);
         self.entries += 1;
         self.occupied[l] |= 1 << s;
         self.levels |= 1 << l;
@@ -340,6 +336,30 @@ impl<P: Copy + Ord> Radix<P> {
             self.alloc_slots();
         }
         self.insert(e);
+    }
+
+    /// Before a push to slot `s` of level `l` whose buffer is full: an
+    /// empty slot (which has no buffer: it went to `spare`) takes a spare
+    /// one; a slot of level 0 whose popped entries (before its read
+    /// position) are at least half of it drops them instead of growing.
+    /// So a slot that is popped and pushed at once (tasks requeued with
+    /// the key they were taken with, as after polls of 0 ns) holds at most
+    /// twice its live entries, however long it stays the least.
+    #[inline(never)]
+    fn make_room(&mut self, l: usize, s: usize) {
+        let slot = &mut self.slots[l * 64 + s];
+        if slot.capacity() == 0 {
+            if let Some(buf) = self.spare.pop() {
+                self.spare_cap -= buf.capacity();
+                *slot = buf;
+            }
+        } else if l == 0 {
+            let h = self.heads[s] as usize;
+            if h > 0 && 2 * h >= slot.len() {
+                slot.drain(..h);
+                self.heads[s] = 0;
+            }
+        }
     }
 
     /// [`push`](Radix::push) of a key below `base`: to the binary heap.
@@ -572,13 +592,15 @@ impl Radix<TaskKey> {
             );
             self.heads[s] = (h - n) as u32;
         } else {
-            // The take emptied the slot (read position 0): before the
-            // entries pushed since.
+            // The take emptied the slot, or a push dropped its popped
+            // entries ([`make_room`](Radix::make_room)): before the
+            // entries pushed since, its live ones.
             let rest = std::mem::take(&mut self.slots[s]);
             let slot = &mut self.slots[s];
-            slot.reserve(n + rest.len());
+            slot.reserve(n + rest.len() - h);
             slot.extend(ids.iter().map(|id| (key, id.get())));
-            slot.extend_from_slice(&rest);
+            slot.extend_from_slice(&rest[h..]);
+            self.heads[s] = 0;
             if rest.capacity() > 0 {
                 self.recycle(rest);
             }
@@ -1412,6 +1434,44 @@ mod tests {
                 assert_eq!(radix.pop(), Some(want), "case {case}");
             }
             assert_eq!(radix.pop(), None);
+        }
+    }
+
+    /// Tasks popped and pushed back with the key they had (polls of 0 ns,
+    /// as on a still clock) keep one slot of level 0 the least for ever:
+    /// its buffer stays within twice the live entries, and the order stays
+    /// round robin, through single pops and through batches put back.
+    #[test]
+    fn a_least_slot_popped_and_pushed_for_ever_stays_bounded() {
+        let mut radix: Radix<TaskKey> = Radix::default();
+        for i in 0..100 {
+            radix.push((7, t(i)));
+        }
+        let buf: Vec<Cell<TaskKey>> = (0..64).map(|_| Cell::new(t(0))).collect();
+        let mut next = 0u32;
+        for round in 0..20_000u32 {
+            if round % 3 == 0 {
+                // A batch: two polled and requeued, the rest put back.
+                let (n, key) = radix.take_least(&buf);
+                assert_eq!((n, key), (64, 7));
+                for (j, id) in buf[..2].iter().enumerate() {
+                    assert_eq!(id.get(), t((next + j as u32) % 100), "round {round}");
+                    radix.push((7, id.get()));
+                }
+                radix.put_front(7, &buf[2..n]);
+                next = (next + 2) % 100;
+            } else {
+                let (k, task) = radix.pop().unwrap();
+                assert_eq!((k, task), (7, t(next)), "round {round}");
+                radix.push((7, task));
+                next = (next + 1) % 100;
+            }
+            assert_eq!(radix.entries, 100);
+            assert!(
+                radix.slots[7].len() <= 200,
+                "round {round}: {}",
+                radix.slots[7].len()
+            );
         }
     }
 
