@@ -900,8 +900,9 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
-    fn index(&self, name: &str) -> usize {
-        self.systems.iter().position(|s| s.name == name).unwrap()
+    /// The position of system `name`; `None` when `--only` left it out.
+    fn index(&self, name: &str) -> Option<usize> {
+        self.systems.iter().position(|s| s.name == name)
     }
 
     fn stat(&self, sys: usize, wi: usize) -> Option<Stat> {
@@ -996,8 +997,8 @@ impl Report<'_> {
         .iter()
         .filter_map(|&(name, wi)| {
             let r = self.ratio_between(CLOCK_PER_POLL, fifo, wi)?;
-            let extra = self.ns_per_unit(self.index(CLOCK_PER_POLL), wi)?
-                - self.ns_per_unit(self.index(fifo), wi)?;
+            let extra = self.ns_per_unit(self.index(CLOCK_PER_POLL)?, wi)?
+                - self.ns_per_unit(self.index(fifo)?, wi)?;
             Some((
                 name,
                 format!("{r:.3} ({CLOCK_PER_POLL} / {fifo}, medians; {extra:+.1} ns per unit)"),
@@ -1034,7 +1035,7 @@ impl Report<'_> {
     }
 
     fn ratio(&self, sys: usize, wi: usize) -> Option<f64> {
-        let base = self.stat(self.index("tokio LocalSet"), wi)?.median;
+        let base = self.stat(self.index("tokio LocalSet")?, wi)?.median;
         self.stat(sys, wi).map(|s| s.median / base)
     }
 
@@ -1109,8 +1110,11 @@ impl Report<'_> {
 
     /// The project's targets for tourbillon FIFO (one `RunnableFifo` queue).
     fn targets(&self) -> Vec<Target> {
-        let tb = self.index("tourbillon FIFO");
-        let tokio = self.index("tokio LocalSet");
+        let (Some(tb), Some(tokio)) = (self.index("tourbillon FIFO"), self.index("tokio LocalSet"))
+        else {
+            // `--only` left out a system the targets are stated against.
+            return Vec::new();
+        };
         let mut t = Vec::new();
         let mut ratio_target = |name: &'static str, wi: usize, limit: f64| {
             if let (Some(r), Some(ns)) = (self.ratio(tb, wi), self.ns_per_unit(tb, wi)) {
@@ -1346,7 +1350,8 @@ impl Report<'_> {
             let caption = format!(
                 "{}: tokio LocalSet = {:.0} ns/{}",
                 w.name(),
-                self.ns_per_unit(self.index("tokio LocalSet"), wi)
+                self.index("tokio LocalSet")
+                    .and_then(|i| self.ns_per_unit(i, wi))
                     .unwrap_or(f64::NAN),
                 w.unit()
             );
