@@ -483,11 +483,12 @@ impl<S: Schedule> TaskSlab<S> {
             let header: &Header = e.task.header();
             prefetch_read(header);
             prefetch_read((header as *const Header as *const u8).wrapping_add(64));
-            // A third line: W1 under `Las::exact()` takes about a fifth
-            // less time with it than with two (`cargo bench -p
-            // tourbillon-peers --bench compare`, 4 runs of each build in
-            // turn, on a 2-vCPU `Intel(R) Xeon(R) Processor` VM, Linux
-            // 6.18.44, rustc 1.95.0, 2026-11-29).
+            // A third line: with it W1 under `Las::exact()` costs 3.76
+            // times FIFO, with two lines 4.24 (medians of 7 runs of each
+            // build in turn of `cargo bench -p tourbillon-peers --bench
+            // compare -- --only tourbillon --rounds 7`, a 2-vCPU `Intel(R)
+            // Xeon(R) Processor` VM, Linux 6.18.44, rustc 1.95.0,
+            // 2026-11-29).
             prefetch_read((header as *const Header as *const u8).wrapping_add(128));
         }
     }
