@@ -124,9 +124,9 @@ impl<K: QueueKey> Builder<K> {
     /// again; the buckets (4 KiB per queue) are allocated with the
     /// executor. On the headline workload of near-empty polls (50,000
     /// tasks x 5 yields on one `RunnableFifo` queue), `valgrind
-    /// --tool=callgrind` counts 2,040 instructions per task with the
-    /// histograms and a stall detector, 1,737 with a clock read per poll
-    /// alone (a stall detector) and 1,295 without either
+    /// --tool=callgrind` counts 2,042 instructions per task with the
+    /// histograms and a stall detector, 1,734 with a clock read per poll
+    /// alone (a stall detector) and 1,297 without either
     /// (`overhead_profile observe 3`, `observe 3 5 clock` and `3 5 1
     /// fresh`, `--toggle-collect=overhead_profile::workload`, medians of 3;
     /// 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc
@@ -219,15 +219,15 @@ impl<K: QueueKey> Builder<K> {
     ///
     /// Cost: one clock read per poll (shared with the
     /// [stall detector](Self::stall_detector) and the
-    /// [latency histograms](Self::latency_histograms)), a look-up of the
-    /// task's id and name before each poll and a 40-byte record after it.
+    /// [latency histograms](Self::latency_histograms)), and after each
+    /// poll a look-up of the task's id and name and a 40-byte record.
     /// Without it nothing is recorded, and the run loop's common instance
     /// (no stall detector, histograms or timeline) contains no timeline
     /// code. On the headline workload of near-empty polls (50,000 tasks x
     /// 5 yields on one `RunnableFifo` queue), `valgrind --tool=callgrind`
-    /// counts 2,028 instructions per task with it against 1,347 without
-    /// and 1,890 with a clock read per poll alone
-    /// (`docs/profiling/callgrind_table.sh`), and
+    /// counts 2,092 instructions per task with it against 1,297 without
+    /// and 1,734 with a clock read per poll alone
+    /// (`docs/profiling/callgrind_table.sh`, medians of 3, 2026-11-29), and
     /// `cargo bench --bench overhead` times the run 2.56x to 2.58x as long
     /// as without it, 1.11x to 1.16x the run with a clock read per poll
     /// alone (three runs of 15 rounds, alternated, medians; 2-vCPU Xeon

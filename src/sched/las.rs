@@ -54,11 +54,12 @@ use crate::task::slab::prefetch_read;
 ///   tail is pushed, each with the service just charged as its key
 ///   (`requeue_exact`: no lookup of the group's table or of forgotten
 ///   tasks per task). On the headline workload (50,000 runnable tasks x 5
-///   yields, every task its own group) this costs 3,270 to 3,440
-///   instructions per task (four runs), against 1,348 to 1,352 for
-///   [`RunnableFifo`](crate::sched::RunnableFifo) (four runs; `valgrind
-///   --tool=callgrind --toggle-collect='overhead_profile::workload'` on
-///   `overhead_profile las-exact 3` and `3 5 1 fresh`, 2026-11-29, 2-vCPU
+///   yields, every task its own group) this costs 3,153 instructions
+///   per task, against 1,297 for
+///   [`RunnableFifo`](crate::sched::RunnableFifo) (medians of 3 runs of
+///   `valgrind --tool=callgrind --toggle-collect='overhead_profile::workload'`
+///   on `overhead_profile las-exact 3` and `3 5 1 fresh`:
+///   `docs/profiling/callgrind_table.sh --repeats 3`, 2026-11-29, 2-vCPU
 ///   VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0; the
 ///   exact form's count moves from run to run, since its keys, and so
 ///   its batches and moves, follow measured durations).
@@ -634,15 +635,15 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 3.1x
-    /// to 5.8x the time of `RunnableFifo`, 4.6x in the median run (their
+    /// tasks x 5 yields, every task its own group) exact keys cost 3.7x
+    /// to 4.5x the time of `RunnableFifo`, 4.05x in the median run (their
     /// order follows measured durations, so the tasks run in an order
-    /// close to random, and their polls miss the cache; ten runs of
+    /// close to random, and their polls miss the cache; six runs of
     /// `cargo bench -p tourbillon-peers --bench compare -- --only
-    /// tourbillon --rounds 7`, 2026-11-29, 2-vCPU VM, `Intel(R) Xeon(R)
-    /// Processor`, Linux 6.18.44, rustc 1.95.0, nothing else running),
-    /// levels 0.73x to 1.39x a FIFO queue with a clock read per poll in
-    /// the same runs, 1.03x in the median run, most of it
+    /// tourbillon --rounds 7`, 2026-11-29 11:51 to 11:55 UTC, 2-vCPU VM,
+    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, nothing
+    /// else running), levels 0.97x to 1.22x a FIFO queue with a clock read
+    /// per poll in the same runs, 1.05x in the median run, most of it
     /// the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
