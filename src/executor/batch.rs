@@ -292,6 +292,8 @@ impl HeldIds {
         self.pos.set(0);
         self.front_empty.set(false);
         self.queue.set(q);
+        // Overtakable again only if `Held::next` takes from an exact `Las`.
+        self.open.set(HeldState::Open);
         let len = match &mut qs.list[q].sched {
             QueueScheduler::Fifo(f) => f.take_front(&self.batch.0),
             // Taken by `Held::next` (a `Las` may prefetch; a custom
