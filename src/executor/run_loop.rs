@@ -366,11 +366,8 @@ impl Core {
         let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
         qs.switched(j);
         qs.eevdf.switch_lone_picked(c, charge_ns, j);
-        // `begin_run`'s steps, the countdown from the values above.
-        qs.list[j].counters.runs += 1;
-        r.current.queue.set(Some(j));
-        r.current.start_ns.set(last);
-        r.end.clear();
+        // `begin_run`, the countdown from the values above.
+        self.open_run(qs, j, last);
         let n = RunState::switch_countdown(
             qs,
             j,
@@ -437,12 +434,19 @@ impl Core {
     /// [`start_run`](Self::start_run) without the scheduler's needs.
     #[inline(always)]
     fn begin_run(&self, qs: &mut Queues, q: usize) {
+        self.open_run(qs, q, self.run.clock.last_ns.get());
+        self.run.reset_countdown(qs, q, &self.cfg);
+    }
+
+    /// The run of `q` that starts at `start_ns`: counted, current, no
+    /// cause of its end yet (its countdown is the caller's).
+    #[inline(always)]
+    fn open_run(&self, qs: &mut Queues, q: usize, start_ns: u64) {
         let r = &self.run;
         qs.list[q].counters.runs += 1;
         r.current.queue.set(Some(q));
-        r.current.start_ns.set(r.clock.last_ns.get());
+        r.current.start_ns.set(start_ns);
         r.end.clear();
-        self.run.reset_countdown(qs, q, &self.cfg);
     }
 
     /// What the scheduler of queue `q` asks of a run ([`SchedMode`]), as
