@@ -177,16 +177,18 @@ pub(crate) fn rel(a: u64, b: u64) -> i64 {
 /// costs about as much as the 64-bit path (callgrind).
 #[inline(always)]
 pub(crate) fn vdelta(delta_ns: u64, weight: u64) -> u64 {
-    if delta_ns < 1 << 53 {
-        // `Δ·K < 2^63` and `Δ·K + w - 1 < 2^64`: the same quotient in 64
-        // bits as in 128 (every poll shorter than 104 days).
+    if delta_ns < 1 << 52 {
+        // `Δ·K < 2^62` and `Δ·K + w - 1 < 2^64`: the same quotient in 64
+        // bits as in 128 (every poll shorter than 52 days), and no clamp:
+        // `ceil(Δ·K/w) <= Δ·K <= 2^62 - K`, below `V_SPAN`.
         let num = delta_ns * K;
         let q = if weight.is_power_of_two() {
             (num + (weight - 1)) >> weight.trailing_zeros()
         } else {
             num.div_ceil(weight)
         };
-        return q.min(V_SPAN);
+        debug_assert!(q <= V_SPAN);
+        return q;
     }
     let num = delta_ns as u128 * K as u128;
     let q = if weight.is_power_of_two() {
@@ -253,9 +255,12 @@ impl Entity {
         div_u128(request_ns as u128 * K as u128, weight).min(V_SPAN as u128) as u64
     }
 
-    /// The lag clamp `L_i = 2·r_i·K/w_i` (R7).
+    /// The lag clamp `L_i = 2·r_i·K/w_i` (R7): at most `2·V_SPAN`, which
+    /// is below `i64::MAX`, so no clamp to it.
+    #[inline(always)]
     fn lag_limit(&self) -> i64 {
-        (2 * self.vslice()).min(i64::MAX as u64) as i64
+        const { assert!(2 * V_SPAN <= i64::MAX as u64) };
+        (2 * self.vslice()) as i64
     }
 }
 
@@ -278,7 +283,14 @@ pub(crate) struct Eevdf {
     /// so that the pick and `v0` visit only them, and a lone runnable
     /// queue is found without a pass over the table.
     mask: Vec<u64>,
+    /// The runnable queue when exactly one is, else [`NO_QUEUE`]: kept
+    /// with the runnable set, so that the lone queue (the pick's fast
+    /// path, V, a queue switch's test) is known without reading the set.
+    lone: usize,
 }
+
+/// [`Eevdf::lone`] when not exactly one queue is runnable.
+const NO_QUEUE: usize = usize::MAX;
 
 impl Eevdf {
     pub(crate) fn new(ents: Vec<Entity>) -> Self {
@@ -289,6 +301,7 @@ impl Eevdf {
             sum: 0,
             load: 0,
             mask: Vec::new(),
+            lone: NO_QUEUE,
         };
         t.resync();
         t
@@ -305,6 +318,22 @@ impl Eevdf {
                 self.mask[i / 64] |= 1 << (i % 64);
             }
         }
+        self.lone = self.lone_by_mask();
+    }
+
+    /// What [`lone`](Self::lone) must hold, from the runnable set.
+    fn lone_by_mask(&self) -> usize {
+        match self.runnable {
+            1 => self.first_runnable().unwrap_or(NO_QUEUE),
+            _ => NO_QUEUE,
+        }
+    }
+
+    /// Whether `i` is the lone runnable queue: one comparison.
+    #[inline(always)]
+    pub(crate) fn is_lone(&self, i: usize) -> bool {
+        debug_assert_eq!(self.lone, self.lone_by_mask());
+        self.lone == i
     }
 
     /// The runnable queues, in index order.
@@ -353,13 +382,12 @@ impl Eevdf {
     /// departure.
     #[inline(always)]
     fn avg_now(&self) -> u64 {
-        if self.runnable == 1 {
-            // One runnable queue `j`: `S = (v_j - v0)·w_j` and `W = w_j`,
-            // so V is `v_j` exactly, without a division.
-            if let Some(j) = self.first_runnable() {
-                debug_assert_eq!(self.ents[j].v, self.avg_of(self.weighted_sums()));
-                return self.ents[j].v;
-            }
+        debug_assert_eq!(self.lone, self.lone_by_mask());
+        // One runnable queue `j`: `S = (v_j - v0)·w_j` and `W = w_j`, so V
+        // is `v_j` exactly, without a division. (`NO_QUEUE` is no index.)
+        if let Some(e) = self.ents.get(self.lone) {
+            debug_assert_eq!(e.v, self.avg_of(self.weighted_sums()));
+            return e.v;
         }
         self.avg_of(self.weighted_sums())
     }
@@ -465,7 +493,8 @@ impl Eevdf {
     #[inline(always)]
     pub(crate) fn pick_lone(&mut self) -> Option<usize> {
         debug_assert_eq!(self.runnable, 1);
-        let lone = self.first_runnable();
+        debug_assert_eq!(self.lone, self.lone_by_mask());
+        let lone = (self.lone != NO_QUEUE).then_some(self.lone);
         if let Some(i) = lone {
             let v = self.ents[i].v;
             if rel(v, self.v0) > 0 {
@@ -562,6 +591,7 @@ impl Eevdf {
         let (v, w) = (e.v, e.weight as i64);
         self.mask[i / 64] |= 1 << (i % 64);
         self.runnable += 1;
+        self.lone = if self.runnable == 1 { i } else { NO_QUEUE };
         self.sum += rel(v, self.v0) as i128 * w as i128;
         self.load += w;
     }
@@ -584,6 +614,7 @@ impl Eevdf {
         e.runnable = false;
         self.mask[i / 64] &= !(1 << (i % 64));
         self.runnable -= 1;
+        self.lone = self.lone_by_mask();
         (self.sum, self.load) = staying;
         // The progress of V while asleep is measured on the V of the queues
         // that stay, the V `place` sees: V with `i` included would drop when
@@ -610,6 +641,7 @@ impl Eevdf {
     pub(crate) fn switch_lone(&mut self, a: usize, b: usize) {
         debug_assert!(a != b && self.ents[a].runnable && !self.ents[b].runnable);
         debug_assert_eq!(self.runnable, 1);
+        debug_assert!(self.is_lone(a));
         let v0 = self.v0;
         let (va, wa) = (self.ents[a].v, self.ents[a].weight as i64);
         let wb = self.ents[b].weight as i64;
@@ -667,9 +699,15 @@ impl Eevdf {
         e.vlag = lag_a.min(limit);
         e.runnable = false;
         e.v_saved = vb;
-        // `a` was the lone runnable queue: its bit was alone in its word.
-        self.mask[a / 64] = 0;
-        self.mask[b / 64] |= 1 << (b % 64);
+        // `a` was the lone runnable queue and `b` is: one bit in the set.
+        // Up to 64 queues (most executors), one word, one store.
+        if let [word] = &mut self.mask[..] {
+            *word = 1 << (b % 64);
+        } else {
+            self.mask[a / 64] = 0;
+            self.mask[b / 64] |= 1 << (b % 64);
+        }
+        self.lone = b;
         (self.v0, self.sum, self.load) = (after.0, after.1 as i128, wb);
         debug_assert_eq!(
             (self.sum, self.load),
@@ -912,7 +950,7 @@ mod tests {
     }
 
     /// The shift of a power-of-two weight, and the 64-bit quotient of a
-    /// service below `2^53` ns, give the rounded-up quotient of the 128-bit
+    /// service below `2^52` ns, give the rounded-up quotient of the 128-bit
     /// division, at the edges of the range and of the 64-bit path too.
     #[test]
     fn vdelta_shift_agrees_with_division() {
@@ -924,6 +962,8 @@ mod tests {
             1024,
             1025,
             999_999,
+            (1 << 52) - 1,
+            1 << 52,
             (1 << 53) - 1,
             1 << 53,
             u64::MAX / 1024,
@@ -1100,8 +1140,8 @@ mod tests {
     /// Every field of two tables, the sums and the runnable set included.
     fn same_table(x: &Eevdf, y: &Eevdf) -> bool {
         x.ents == y.ents
-            && (x.v0, x.runnable, x.sum, x.load, &x.mask)
-                == (y.v0, y.runnable, y.sum, y.load, &y.mask)
+            && (x.v0, x.runnable, x.sum, x.load, &x.mask, x.lone)
+                == (y.v0, y.runnable, y.sum, y.load, &y.mask, y.lone)
     }
 
     /// A fixed pseudo-random walk (xorshift) over `0..n` for each call

@@ -122,14 +122,13 @@ impl Queues {
 
     /// Whether placing `j` and departing `c` is a queue switch: `c` is the
     /// lone runnable queue and has no latency requirement (whose departure
-    /// ends the turn, R8e), and `j`, not runnable, has a task.
+    /// ends the turn, R8e), and `j` has a task. (`j`, pending, is not
+    /// runnable: a queue is pending only from a push that found it
+    /// neither pending nor runnable until the boundary that places it.)
     #[inline(always)]
     fn lone_switch(&self, c: usize, j: usize) -> bool {
-        self.eevdf.runnable_count() == 1
-            && self.eevdf.ents[c].runnable
-            && !self.eevdf.ents[j].runnable
-            && self.list[c].latency_ns.is_none()
-            && !self.list[j].sched.is_empty()
+        debug_assert!(!self.eevdf.ents[j].runnable);
+        self.eevdf.is_lone(c) && self.list[c].latency_ns.is_none() && !self.list[j].sched.is_empty()
     }
 
     /// The pending queue `j` is placed by a queue switch: no longer
