@@ -69,7 +69,8 @@ impl RunState {
 
     /// The charge of a run that ends at a queue switch whose next run
     /// starts at once (`Core::switch_in_run`): the time from the last
-    /// checkpoint to `now` and the `polls` since it, with the turn's
+    /// checkpoint to `now` and the `polls` since it (at least one: the
+    /// caller reads `now` only when a poll is uncharged), with the turn's
     /// polls left after them (`polls_left`, which the caller found above
     /// 0). Returns the time, which the caller charges to the queue's
     /// EEVDF entity (R1, R4:
@@ -92,7 +93,7 @@ impl RunState {
         self.counters
             .polls
             .set(self.counters.polls.get() + u64::from(polls));
-        qs.list[q].record_service(delta, polls);
+        qs.list[q].record_polls(delta, polls);
         delta
     }
 

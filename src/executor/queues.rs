@@ -64,24 +64,34 @@ impl QueueState {
     /// (an average weighted 3:1 toward the past).
     #[inline(always)]
     pub(crate) fn record_service(&mut self, delta_ns: u64, polls: u32) {
+        if polls > 0 {
+            self.record_polls(delta_ns, polls);
+        } else {
+            self.counters.service_ns = self.counters.service_ns.saturating_add(delta_ns);
+        }
+    }
+
+    /// [`record_service`](Self::record_service) of at least one poll (a
+    /// queue switch charges the polls of the run it ends: one or more).
+    #[inline(always)]
+    pub(crate) fn record_polls(&mut self, delta_ns: u64, polls: u32) {
+        debug_assert!(polls > 0);
         self.counters.service_ns = self.counters.service_ns.saturating_add(delta_ns);
         self.counters.polls += u64::from(polls);
-        if polls > 0 {
-            // One poll (a run that a queue switch ends): no division.
-            let per = if polls == 1 {
-                delta_ns
-            } else {
-                delta_ns / polls as u64
-            };
-            self.poll_cost_ns = if self.poll_cost_ns == 0 {
-                per
-            } else {
-                // In 128 bits: after a jump of the clock `3·cost + per`
-                // can pass `u64::MAX`; the average itself fits in 64
-                // bits, and `/ 4` is a shift.
-                ((3 * self.poll_cost_ns as u128 + per as u128) / 4) as u64
-            };
-        }
+        // One poll (a run that a queue switch ends): no division.
+        let per = if polls == 1 {
+            delta_ns
+        } else {
+            delta_ns / polls as u64
+        };
+        self.poll_cost_ns = if self.poll_cost_ns == 0 {
+            per
+        } else {
+            // In 128 bits: after a jump of the clock `3·cost + per` can
+            // pass `u64::MAX`; the average itself fits in 64 bits, and
+            // `/ 4` is a shift.
+            ((3 * self.poll_cost_ns as u128 + per as u128) / 4) as u64
+        };
     }
 }
 
