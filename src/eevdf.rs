@@ -782,12 +782,19 @@ impl Eevdf {
         };
         let vb = va.wrapping_add(delta as u64);
         // `x = v_b - v0` without a wrap, `δ·w_b`, and the sum at the
-        // pick's `v0`, in 64 bits.
-        let Some(x) = rel(va, v0).checked_add(delta) else {
-            return self.switch_lone_picked_wide(a, b);
-        };
-        let Some(dw) = delta.checked_mul(wb) else {
-            return self.switch_lone_picked_wide(a, b);
+        // pick's `v0`, in 64 bits. `b` placed at V (`δ = 0`: fresh, or back
+        // without lag, as in a ping-pong between two queues): `x = v_a -
+        // v0` and `δ·w_b = 0`, without the checks.
+        let (x, dw) = if delta == 0 {
+            (rel(va, v0), 0)
+        } else {
+            let Some(x) = rel(va, v0).checked_add(delta) else {
+                return self.switch_lone_picked_wide(a, b);
+            };
+            let Some(dw) = delta.checked_mul(wb) else {
+                return self.switch_lone_picked_wide(a, b);
+            };
+            (x, dw)
         };
         let (v0_after, sum_after) = if x > 0 {
             (vb, 0)
