@@ -172,18 +172,35 @@ pub(crate) fn rel(a: u64, b: u64) -> i64 {
     a.wrapping_sub(b) as i64
 }
 
+/// `log2 w` for a power-of-two weight `w` (shares 1, 2, 4, ...), else
+/// [`NOT_POW2`]: the shift that divides by `w`.
+#[inline]
+fn weight_shift(weight: u64) -> u8 {
+    if weight.is_power_of_two() {
+        weight.trailing_zeros() as u8
+    } else {
+        NOT_POW2
+    }
+}
+
+/// [`weight_shift`] of a weight that is not a power of two.
+const NOT_POW2: u8 = u8::MAX;
+
 /// Virtual time for `delta_ns` of service at weight `w`: `ceil(Δ·K/w)` (R1),
-/// at most [`V_SPAN`]. Inlined into every charge: out of line, the call
-/// costs about as much as the 64-bit path (callgrind).
+/// at most [`V_SPAN`], with the weight's [`weight_shift`] given (an entity
+/// keeps it with its weight: no test of the weight per charge). Inlined
+/// into every charge: out of line, the call costs about as much as the
+/// 64-bit path (callgrind).
 #[inline(always)]
-pub(crate) fn vdelta(delta_ns: u64, weight: u64) -> u64 {
+fn vdelta_by(delta_ns: u64, weight: u64, shift: u8) -> u64 {
+    debug_assert_eq!(shift, weight_shift(weight));
     if delta_ns < 1 << 52 {
         // `Δ·K < 2^62` and `Δ·K + w - 1 < 2^64`: the same quotient in 64
         // bits as in 128 (every poll shorter than 52 days), and no clamp:
         // `ceil(Δ·K/w) <= Δ·K <= 2^62 - K`, below `V_SPAN`.
         let num = delta_ns * K;
-        let q = if weight.is_power_of_two() {
-            (num + (weight - 1)) >> weight.trailing_zeros()
+        let q = if shift != NOT_POW2 {
+            (num + (weight - 1)) >> shift
         } else {
             num.div_ceil(weight)
         };
@@ -191,10 +208,10 @@ pub(crate) fn vdelta(delta_ns: u64, weight: u64) -> u64 {
         return q;
     }
     let num = delta_ns as u128 * K as u128;
-    let q = if weight.is_power_of_two() {
+    let q = if shift != NOT_POW2 {
         // A shift instead of a division (shares 1, 2, 4, ...): the same
         // rounded-up quotient.
-        (num + (weight - 1) as u128) >> weight.trailing_zeros()
+        (num + (weight - 1) as u128) >> shift
     } else {
         div_ceil_u128(num, weight)
     };
@@ -224,6 +241,8 @@ pub(crate) struct Entity {
     /// [`vslice`](Self::vslice), kept with the weight (`set_weight`): a
     /// division less in every charge that renews, placement and departure.
     vreq: u64,
+    /// [`weight_shift`] of the weight, kept with it (`set_weight`).
+    wshift: u8,
 }
 
 impl Entity {
@@ -240,7 +259,14 @@ impl Entity {
             runnable: false,
             fresh: true,
             vreq: Self::vslice_of(weight, request_ns),
+            wshift: weight_shift(weight),
         }
+    }
+
+    /// [`vdelta_by`] at this entity's weight.
+    #[inline(always)]
+    fn vdelta(&self, delta_ns: u64) -> u64 {
+        vdelta_by(delta_ns, self.weight, self.wshift)
     }
 
     /// The request in virtual time, `r·K/w`, at most [`V_SPAN`].
@@ -445,7 +471,7 @@ impl Eevdf {
         let v0 = self.v0;
         let e = &mut self.ents[i];
         let old = e.v;
-        let vd = vdelta(delta_ns, e.weight);
+        let vd = e.vdelta(delta_ns);
         e.v = e.v.wrapping_add(vd);
         if e.runnable {
             // `v - v0` grows by `vd` unless it passes `i64::MAX` (after a
@@ -770,7 +796,7 @@ impl Eevdf {
         let ea = &mut self.ents[a];
         if let Some(ns) = charge_ns {
             // R1 and R4 of `charge`, without its update of the sums.
-            ea.v = ea.v.wrapping_add(vdelta(ns, ea.weight));
+            ea.v = ea.v.wrapping_add(ea.vdelta(ns));
             if rel(ea.v, ea.d) >= 0 {
                 ea.d = ea.v.wrapping_add(ea.vslice());
             }
@@ -840,6 +866,7 @@ impl Eevdf {
         }
         e.weight = weight;
         e.vreq = Entity::vslice_of(weight, e.request_ns);
+        e.wshift = weight_shift(weight);
     }
 
     /// Would `j` be picked over the running queue `cur` now, ignoring the
@@ -882,6 +909,11 @@ impl Eevdf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`vdelta_by`] at weight `weight`.
+    fn vdelta(delta_ns: u64, weight: u64) -> u64 {
+        vdelta_by(delta_ns, weight, weight_shift(weight))
+    }
 
     fn table(ws: &[u64]) -> Eevdf {
         Eevdf::new(ws.iter().map(|&w| Entity::new(w, 1_000_000)).collect())
