@@ -792,6 +792,7 @@ impl Eevdf {
     pub(crate) fn switch_lone_picked(&mut self, a: usize, charge_ns: Option<u64>, b: usize) {
         debug_assert!(a != b && self.ents[a].runnable && !self.ents[b].runnable);
         debug_assert_eq!(self.runnable, 1);
+        debug_assert!(self.is_lone(a));
         let v0 = self.v0;
         let ea = &mut self.ents[a];
         if let Some(ns) = charge_ns {
