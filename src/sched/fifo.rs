@@ -53,6 +53,19 @@ impl RunnableFifo {
         n
     }
 
+    /// Takes the oldest id when it is the only one (a ping-pong's queue
+    /// at a queue switch): [`take_front`](Self::take_front)'s first case,
+    /// inlined, without the deque's `pop_front` call.
+    #[inline(always)]
+    pub(crate) fn take_lone(&mut self) -> Option<TaskKey> {
+        if self.ids.len() != 1 {
+            return None;
+        }
+        let id = self.ids.front().copied();
+        self.ids.clear();
+        id
+    }
+
     /// Whether no task is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
