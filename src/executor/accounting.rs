@@ -139,29 +139,28 @@ impl RunState {
         polls_within(left, qs.list[q].poll_cost_ns, r.turn.polls_left.get())
     }
 
-    /// [`countdown`](Self::countdown) of the run of `q` that a queue switch
+    /// [`countdown`](Self::countdown) of the run that a queue switch
     /// starts (`Core::switch_in_run`), from what the switch holds in
-    /// locals: the turn's `polls_left` and what is `left` of its host
-    /// interval. The run starts alone (no contention but the general
-    /// pick's) and its start cleared `preempt_at`: the same count.
+    /// locals: the queue's poll-cost estimate (`cost`), what is left of its
+    /// request when the general pick is forced (`slice_left`), the turn's
+    /// `polls_left` and what is `left` of its host interval. The run
+    /// starts alone (no contention but the general pick's) and its start
+    /// cleared `preempt_at`: the same count.
     #[inline(always)]
     pub(crate) fn switch_countdown(
-        qs: &Queues,
-        q: usize,
-        cfg: &Config,
+        cost: u64,
+        slice_left: Option<u64>,
         polls_left: u32,
         left: u64,
     ) -> u32 {
-        debug_assert_eq!(qs.eevdf.runnable_count(), 1);
         if polls_left <= 1 {
             return 1;
         }
-        let left = if cfg.general_pick {
-            left.min(qs.eevdf.slice_left_ns(q))
-        } else {
-            left
+        let left = match slice_left {
+            Some(slice) => left.min(slice),
+            None => left,
         };
-        polls_within(left, qs.list[q].poll_cost_ns, polls_left)
+        polls_within(left, cost, polls_left)
     }
 }
 

@@ -281,21 +281,29 @@ impl HeldIds {
     }
 
     /// The batch of a spent run (every id taken was polled, none
-    /// requeued) becomes that of the run of queue `q`, which follows it in
-    /// the same loop (a queue switch, `Core::switch_in_run`): as
-    /// `Held::new`, with the first batch of a `RunnableFifo` taken at
-    /// once, under the borrow of the queues that the switch holds (the
-    /// batch `Held::next` would take first).
+    /// requeued) becomes that of the run of queue `q`, whose scheduler is
+    /// `sched`, which follows it in the same loop (a queue switch,
+    /// `Core::switch_in_run`): as `Held::new`, with the first batch of a
+    /// `RunnableFifo` taken at once, under the borrow of the queues that
+    /// the switch holds (the batch `Held::next` would take first).
     #[inline(always)]
-    pub(crate) fn restart(&self, qs: &mut Queues, q: usize) {
+    pub(crate) fn restart(&self, sched: &mut QueueScheduler, q: usize) {
         debug_assert!(self.pos.get() == self.len.get() && self.tail.len() == 0);
         self.pos.set(0);
         self.front_empty.set(false);
         self.queue.set(q);
         // Overtakable again only if `Held::next` takes from an exact `Las`.
         self.open.set(HeldState::Open);
-        let len = match &mut qs.list[q].sched {
-            QueueScheduler::Fifo(f) => f.take_front(&self.batch.0),
+        let len = match sched {
+            // One task (a ping-pong's): `take_front`'s first case, without
+            // its call.
+            QueueScheduler::Fifo(f) => match f.take_lone() {
+                Some(id) => {
+                    self.batch.0[0].set(id);
+                    1
+                }
+                None => f.take_front(&self.batch.0),
+            },
             // Taken by `Held::next` (a `Las` may prefetch; a custom
             // scheduler's ids are checked).
             _ => 0,

@@ -185,7 +185,7 @@ impl Core {
             if self.run.held.join_batch(&qs, q, id) {
                 return;
             }
-            self.push_to(&mut qs, q, id, group)
+            self.push_flushed(&mut qs, q, id, group)
         };
         if activated {
             self.on_activation();
@@ -203,6 +203,14 @@ impl Core {
     #[inline(always)]
     pub(crate) fn push_to(&self, qs: &mut Queues, q: usize, id: TaskKey, group: GroupId) -> bool {
         self.run.held.flush_tail(qs);
+        self.push_flushed(qs, q, id, group)
+    }
+
+    /// [`push_to`](Self::push_to) once the run's requeued tasks are
+    /// pushed.
+    #[inline(always)]
+    fn push_flushed(&self, qs: &mut Queues, q: usize, id: TaskKey, group: GroupId) -> bool {
+        debug_assert_eq!(self.run.held.tail.len(), 0);
         self.run.held.front_empty.set(false);
         let activated = qs.push(q, id, group);
         // A task pushed to the running queue ahead of the ids the run

@@ -242,7 +242,7 @@ impl Core {
     #[inline(always)]
     pub(crate) fn boundary(&self, turn_start: bool) {
         self.boundary_work(turn_start);
-        let _ = self.place_activations(true, None);
+        self.place_activations(true);
     }
 
     /// [`boundary`](Self::boundary) after a poll of a run whose loop may
@@ -254,7 +254,13 @@ impl Core {
     #[inline(always)]
     pub(super) fn boundary_in_run(&self, chain: Option<SchedMode>) -> Option<usize> {
         self.boundary_work(false);
-        self.place_activations(true, chain)
+        match chain {
+            Some(want) => self.switch_or_place(want),
+            None => {
+                self.place_activations(true);
+                None
+            }
+        }
     }
 
     /// The boundary's work before placement: foreign wakes, remote spawns,
@@ -283,36 +289,67 @@ impl Core {
     }
 
     /// Places the queues that became runnable and decides preemption
-    /// (`Queues::place_activations`, `executor/placement.rs`), or makes a
-    /// queue switch that starts the next run here
-    /// ([`switch_in_run`](Self::switch_in_run), when `chain` allows one:
-    /// see [`boundary_in_run`](Self::boundary_in_run); returns the queue
-    /// it started). `between_polls`: called at a poll boundary (no task of
-    /// the running queue is being polled), not from inside a poll
-    /// (`should_yield`). The clock is read before the queues are borrowed
-    /// (it is user code).
+    /// (`Queues::place_activations`, `executor/placement.rs`).
+    /// `between_polls`: called at a poll boundary (no task of the running
+    /// queue is being polled), not from inside a poll (`should_yield`).
+    /// The clock is read before the queues are borrowed (it is user code).
     #[inline(never)]
-    pub(super) fn place_activations(
-        &self,
-        between_polls: bool,
-        chain: Option<SchedMode>,
-    ) -> Option<usize> {
+    pub(super) fn place_activations(&self, between_polls: bool) {
+        if self.queues.borrow().pending.is_empty() {
+            return;
+        }
+        let (cur, now) = self.uncharged_now();
+        self.place_pending(cur, now, between_polls);
+    }
+
+    /// [`place_activations`](Self::place_activations) at a poll boundary
+    /// of a run whose loop may go on with the run of another queue that
+    /// asks the same of a run (`want`, see
+    /// [`boundary_in_run`](Self::boundary_in_run)), or a queue switch
+    /// that starts that run here
+    /// ([`switch_in_run`](Self::switch_in_run)): returns the queue whose
+    /// run it started. Out of line apart from the general placement
+    /// ([`place_pending`](Self::place_pending)), so that a queue switch
+    /// saves and restores only the registers it uses.
+    #[inline(never)]
+    fn switch_or_place(&self, want: SchedMode) -> Option<usize> {
         if self.queues.borrow().pending.is_empty() {
             return None;
         }
+        let (cur, now) = self.uncharged_now();
+        if let Some(c) = cur {
+            let next = self.switch_in_run(&mut self.queues.borrow_mut(), c, want, now);
+            if next.is_some() {
+                return next;
+            }
+        }
+        self.place_pending(cur, now, true);
+        None
+    }
+
+    /// The running queue, and the clock's reading when a poll of its run
+    /// is uncharged.
+    #[inline(always)]
+    fn uncharged_now(&self) -> (Option<usize>, Option<u64>) {
         let r = &self.run;
         let cur = r.current.queue.get();
         let now = cur
             .filter(|_| r.clock.countdown_set.get() != r.clock.countdown.get())
             .map(|_| self.now_ns());
-        let mut qs = self.queues.borrow_mut();
-        if let (Some(want), Some(c)) = (chain, cur) {
-            if let Some(next) = self.switch_in_run(&mut qs, c, want, now) {
-                return Some(next);
-            }
-        }
-        qs.place_activations(r, &self.cfg, cur.zip(now), between_polls);
-        None
+        (cur, now)
+    }
+
+    /// The placement of [`place_activations`](Self::place_activations)
+    /// (`Queues::place_activations`), given the running queue `cur` and
+    /// the clock's reading `now` when a poll of its run is uncharged.
+    #[inline(never)]
+    fn place_pending(&self, cur: Option<usize>, now: Option<u64>, between_polls: bool) {
+        self.queues.borrow_mut().place_activations(
+            &self.run,
+            &self.cfg,
+            cur.zip(now),
+            between_polls,
+        );
     }
 
     /// A queue switch at a poll boundary of the run of `c`, whose next run
@@ -366,23 +403,27 @@ impl Core {
         let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
         qs.switched(j);
         qs.eevdf.switch_lone_picked(c, charge_ns, j);
-        // `begin_run`, the countdown from the values above.
-        self.open_run(qs, j, last);
+        // `begin_run`'s steps, with the countdown from the values above
+        // and the queue's state indexed once.
+        debug_assert_eq!(qs.eevdf.runnable_count(), 1);
+        let slice_left = self.cfg.general_pick.then(|| qs.eevdf.slice_left_ns(j));
+        let st = &mut qs.list[j];
+        st.counters.runs += 1;
+        self.open_run_state(j, last);
         let n = RunState::switch_countdown(
-            qs,
-            j,
-            &self.cfg,
+            st.poll_cost_ns,
+            slice_left,
             polls_left,
             interval.saturating_sub(elapsed),
         );
         r.clock.countdown.set(n);
         r.clock.countdown_set.set(n);
+        bump(&r.counters.runs);
+        r.held.restart(&mut st.sched, j);
         debug_assert_eq!(n, {
             r.reset_countdown(qs, j, &self.cfg);
             r.clock.countdown.get()
         });
-        bump(&r.counters.runs);
-        r.held.restart(qs, j);
         Some(j)
     }
 
@@ -442,8 +483,14 @@ impl Core {
     /// cause of its end yet (its countdown is the caller's).
     #[inline(always)]
     fn open_run(&self, qs: &mut Queues, q: usize, start_ns: u64) {
-        let r = &self.run;
         qs.list[q].counters.runs += 1;
+        self.open_run_state(q, start_ns);
+    }
+
+    /// [`open_run`](Self::open_run) without the queue's count of runs.
+    #[inline(always)]
+    fn open_run_state(&self, q: usize, start_ns: u64) {
+        let r = &self.run;
         r.current.queue.set(Some(q));
         r.current.start_ns.set(start_ns);
         r.end.clear();
@@ -553,7 +600,7 @@ impl Core {
             return false;
         };
         self.checkpoint(q);
-        let _ = self.place_activations(false, None);
+        self.place_activations(false);
         let r = &self.run;
         let yes = r.end.preempt.get()
             || r.turn.over.get()

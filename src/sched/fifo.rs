@@ -53,6 +53,19 @@ impl RunnableFifo {
         n
     }
 
+    /// Takes the oldest id when it is the only one (a ping-pong's queue
+    /// at a queue switch): [`take_front`](Self::take_front)'s first case,
+    /// inlined, without the deque's `pop_front` call.
+    #[inline(always)]
+    pub(crate) fn take_lone(&mut self) -> Option<TaskKey> {
+        if self.ids.len() != 1 {
+            return None;
+        }
+        let id = self.ids.front().copied();
+        self.ids.clear();
+        id
+    }
+
     /// Whether no task is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
@@ -168,6 +181,32 @@ mod tests {
             assert_eq!(f.len(), model.len());
         }
         drains_as(&mut f, model);
+    }
+
+    /// `take_lone` takes the one queued id, wrapped around the deque's end
+    /// or not, and nothing when the deque holds none or more than one.
+    #[test]
+    fn take_lone_takes_only_a_lone_id() {
+        let mut f = RunnableFifo::new();
+        let g = GroupId::task(0);
+        assert_eq!(f.take_lone(), None);
+        f.push(TaskKey::new(1, 0), g);
+        f.push(TaskKey::new(2, 0), g);
+        assert_eq!(f.take_lone(), None);
+        assert_eq!(f.len(), 2);
+        // The head goes round the buffer: the lone id below sits
+        // wherever the pops left it.
+        for i in 3..20 {
+            assert_eq!(f.pop().map(|t| t.index()), Some(i - 2));
+            f.push(TaskKey::new(i, 0), g);
+        }
+        assert_eq!(f.pop().map(|t| t.index()), Some(18));
+        assert_eq!(f.take_lone().map(|t| t.index()), Some(19));
+        assert!(f.is_empty());
+        assert_eq!(f.take_lone(), None);
+        f.push(TaskKey::new(20, 0), g);
+        assert_eq!(f.take_lone().map(|t| t.index()), Some(20));
+        assert!(f.is_empty());
     }
 
     /// A run gives back ids after the deque grew under it (its tasks woke
