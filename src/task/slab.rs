@@ -430,16 +430,28 @@ impl<S: Schedule> TaskSlab<S> {
     /// Records that task `id` became runnable at `now_ns`.
     #[inline]
     pub(crate) fn set_ready(&mut self, id: TaskKey, now_ns: u64) {
-        let index = id.index() as usize;
-        if index >= self.ready_ns.len() {
-            self.ready_ns.resize(index + 1, 0);
+        match self.ready_ns.get_mut(id.index() as usize) {
+            Some(stamp) => *stamp = now_ns,
+            None => self.grow_ready(id, now_ns),
         }
+    }
+
+    /// [`set_ready`](Self::set_ready) of a slot past the stamps' end: the
+    /// stamps grow to the slab's capacity at once (the slots in between
+    /// read 0 until their tasks' spawns stamp them), so that a spawn into
+    /// a new slot does not grow them by one each time.
+    #[cold]
+    #[inline(never)]
+    fn grow_ready(&mut self, id: TaskKey, now_ns: u64) {
+        let index = id.index() as usize;
+        self.ready_ns
+            .resize(self.entries.capacity().max(index + 1), 0);
         self.ready_ns[index] = now_ns;
     }
 
     /// Records that live task `id`, stamped before (spawned with the
     /// stamps on), became runnable again at `now_ns`; no stamp for a slot
-    /// never stamped.
+    /// past the stamps' end (never stamped).
     #[inline]
     pub(crate) fn restamp_ready(&mut self, id: TaskKey, now_ns: u64) {
         if let Some(stamp) = self.ready_ns.get_mut(id.index() as usize) {
