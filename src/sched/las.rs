@@ -741,9 +741,47 @@ impl Las {
         };
         let i = group.index();
         if i >= table.len() {
-            table.resize(i + 1, 0);
+            grow_service(table, i);
         }
         &mut table[i]
+    }
+
+    /// [`push`](Scheduler::push) of `task` with key `key` (its group's
+    /// service).
+    #[inline(never)]
+    fn push_key(&mut self, task: TaskKey, key: u64) {
+        let seq = self.enter(task);
+        match &mut self.order {
+            Order::Exact(radix) => {
+                if self.dead.is_some() && Dead::take(&mut self.dead, task) {
+                    // A forgotten task pushed again (the executor never
+                    // does this: a forgotten task has ended): its old entry
+                    // goes now, so that it cannot be taken for the new one.
+                    radix.remove(task);
+                }
+                if key < self.batch_key {
+                    self.overtaken = true;
+                }
+                radix.push((key, task))
+            }
+            Order::ExactSeq(radix) => radix.push((key, (seq, task))),
+            Order::Levels {
+                q0_ns,
+                fifos,
+                nonempty,
+            } => {
+                let l = if key < self.level0_below {
+                    0
+                } else {
+                    level(key, *q0_ns, fifos.len())
+                };
+                *nonempty |= 1 << l;
+                fifos[l].push_back((seq, task));
+            }
+        }
+        if let Some(g) = &mut self.guard {
+            g.arrivals.push_back((self.queue_time, seq, task));
+        }
     }
 
     /// Whether the entries carry sequence numbers (with a guard, which
@@ -942,34 +980,62 @@ impl Las {
     /// [`push_back_charged`](Las::push_back_charged) for requeues that
     /// become the next batch (level 0 being empty), and its first half:
     /// those that stay at level 0 are moved to the start of `ids`, in
-    /// order, instead of being pushed; returns how many.
+    /// order, instead of being pushed; returns how many. `ns` holds the
+    /// tasks' keys (their groups' service) afterwards.
+    ///
+    /// One loop charges every task's own group, without a call (the
+    /// table grows out of line) or a store of the ids; the tasks that
+    /// left level 0 (rare: a task's service grows by a poll at a time)
+    /// are pushed to their levels by a second loop, only when there are
+    /// some.
     pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) -> usize {
         if self.requeue_exact(ids, ns) {
             return 0;
         }
+        let n = ids.len().min(ns.len());
+        let (ids, ns) = (&ids[..n], &ns[..n]);
         let bound = self.level0_below;
-        let mut kept = 0;
         let mut total = 0u64;
-        for (i, ns) in ns.iter().enumerate().take(ids.len()) {
-            let task = ids[i].get();
-            let ns = ns.get();
-            total = total.saturating_add(ns);
+        let mut left = false;
+        for (id, ns) in ids.iter().zip(ns) {
+            let d = ns.get();
+            total = total.saturating_add(d);
             // The task's own group: `GroupId::task` of its index.
-            let g = task.index() as usize;
+            let g = id.get().index() as usize;
             if g >= self.task_service.len() {
-                self.task_service.resize(g + 1, 0);
+                grow_service(&mut self.task_service, g);
             }
             let s = &mut self.task_service[g];
-            *s = s.saturating_add(ns);
-            let key = *s;
+            *s = s.saturating_add(d);
+            ns.set(*s);
+            left |= *s >= bound;
+        }
+        self.queue_time = self.queue_time.saturating_add(total);
+        if left {
+            self.push_above_level0(ids, ns)
+        } else {
+            n
+        }
+    }
+
+    /// The second loop of [`keep_level0`](Las::keep_level0): pushes the
+    /// tasks whose key (in `keys`) is not below level 0's bound to their
+    /// levels, and moves the others to the start of `ids`, in order;
+    /// returns how many stay.
+    #[cold]
+    #[inline(never)]
+    fn push_above_level0(&mut self, ids: &[Cell<TaskKey>], keys: &[Cell<u64>]) -> usize {
+        let bound = self.level0_below;
+        let mut kept = 0;
+        for (id, key) in ids.iter().zip(keys) {
+            let (task, key) = (id.get(), key.get());
             if key < bound {
                 ids[kept].set(task);
                 kept += 1;
             } else {
-                self.push(task, GroupId::task(task.index()));
+                self.push_key(task, key);
             }
         }
-        self.queue_time = self.queue_time.saturating_add(total);
         kept
     }
 
@@ -1072,11 +1138,22 @@ impl Las {
 #[inline(never)]
 fn grow_tables(service: &mut Vec<u64>, bits: &mut Vec<u64>, g: usize) {
     if g >= service.len() {
-        service.resize(g + 1, 0);
+        grow_service(service, g);
     }
     if g / 64 >= bits.len() {
-        bits.resize(g / 64 + 1, 0);
+        let len = (g / 64 + 1).max(2 * bits.len());
+        bits.resize(len, 0);
     }
+}
+
+/// Makes room for slab index `g` in the service of tasks' own groups: at
+/// least doubles the table, so that a slab that fills (a burst of spawns)
+/// makes a few calls here, not one per task.
+#[cold]
+#[inline(never)]
+fn grow_service(service: &mut Vec<u64>, g: usize) {
+    let len = (g + 1).max(2 * service.len()).max(64);
+    service.resize(len, 0);
 }
 
 impl Default for Las {
@@ -1086,40 +1163,26 @@ impl Default for Las {
 }
 
 impl Scheduler for Las {
+    /// Inlined where the queue's scheduler is known to be a `Las` (the
+    /// spawn path): a batching `Las`'s push to level 0 (every new task's,
+    /// whose group has no service yet) is a push to its FIFO; any other
+    /// goes out of line ([`push_key`](Las::push_key)).
+    #[inline]
     fn push(&mut self, task: TaskKey, group: GroupId) {
         let key = self.service_ns(group);
-        let seq = self.enter(task);
-        match &mut self.order {
-            Order::Exact(radix) => {
-                if self.dead.is_some() && Dead::take(&mut self.dead, task) {
-                    // A forgotten task pushed again (the executor never
-                    // does this: a forgotten task has ended): its old entry
-                    // goes now, so that it cannot be taken for the new one.
-                    radix.remove(task);
-                }
-                if key < self.batch_key {
-                    self.overtaken = true;
-                }
-                radix.push((key, task))
-            }
-            Order::ExactSeq(radix) => radix.push((key, (seq, task))),
-            Order::Levels {
-                q0_ns,
-                fifos,
-                nonempty,
-            } => {
-                let l = if key < self.level0_below {
-                    0
-                } else {
-                    level(key, *q0_ns, fifos.len())
-                };
-                *nonempty |= 1 << l;
-                fifos[l].push_back((seq, task));
+        if self.batching && key < self.level0_below {
+            if let Order::Levels {
+                fifos, nonempty, ..
+            } = &mut self.order
+            {
+                // Every entry is live when batching: sequence number 0.
+                fifos[0].push_back((0, task));
+                *nonempty |= 1;
+                self.len += 1;
+                return;
             }
         }
-        if let Some(g) = &mut self.guard {
-            g.arrivals.push_back((self.queue_time, seq, task));
-        }
+        self.push_key(task, key);
     }
 
     fn pop(&mut self) -> Option<TaskKey> {
