@@ -260,7 +260,9 @@ const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
 /// likely cache miss past a few thousand tasks). A key's level is
 /// `((k ^ base) | 1).ilog2() / 6`, without a branch (`| 1` puts `k ==
 /// base` at level 0); a push inlines into its callers; a redistribution
-/// moves its slot's entries in one loop, the bitmaps held in locals.
+/// counts its slot's entries by destination slot, gives each destination
+/// a buffer of its count at once (no growth, so no `realloc` copying the
+/// entries moved so far), then moves them, the bitmaps held in locals.
 #[derive(Debug)]
 struct Radix<P> {
     base: u64,
@@ -282,6 +284,9 @@ struct Radix<P> {
     spare: Vec<Vec<Entry<P>>>,
     /// The capacity of the buffers in `spare`, in entries.
     spare_cap: usize,
+    /// Entries bound for each slot during a redistribution (all zero
+    /// between them; allocated with the slots).
+    counts: Vec<u32>,
     /// Entries in the slots (not in `low`).
     entries: usize,
 }
@@ -298,6 +303,7 @@ impl<P> Default for Radix<P> {
             low_pushes: 0,
             spare: Vec::new(),
             spare_cap: 0,
+            counts: Vec::new(),
             entries: 0,
         }
     }
@@ -376,6 +382,7 @@ impl<P: Copy + Ord> Radix<P> {
     #[inline(never)]
     fn alloc_slots(&mut self) {
         self.slots = (0..LEVELS * 64).map(|_| Vec::new()).collect();
+        self.counts = vec![0; LEVELS * 64];
     }
 
     /// Takes the `n` entries from `h` on off level 0's least slot `s` (a
@@ -445,32 +452,55 @@ impl<P: Copy + Ord> Radix<P> {
         }
         let base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
         self.base = base;
-        // The entries go to the levels below `l` in one loop over locals
-        // (the bitmaps in registers, no recount of `entries`): keys of the
-        // slot share every digit from `l` up with `base`.
+        // The entries go to the levels below `l`, whose slots are all
+        // empty: a first loop counts them by slot, each slot takes a
+        // buffer of that size (a spare one if the last is large enough),
+        // and a second loop moves them, without a buffer's growth (a
+        // `realloc` and a copy of the entries moved so far) in between.
+        // Keys of the slot share every digit from `l` up with `base`.
         let Radix {
             slots,
             spare,
             spare_cap,
             occupied,
             levels,
+            counts,
             ..
         } = self;
+        let dest = |k: u64| {
+            let d = ((k ^ base) | 1).ilog2() / DIGIT;
+            (d as usize, ((k >> (DIGIT * d)) & 63) as usize)
+        };
         let mut occ = *occupied;
         let mut lv = *levels;
-        for &e in &src {
-            let d = ((e.0 ^ base) | 1).ilog2() / DIGIT;
-            let (dl, ds) = (d as usize, ((e.0 >> (DIGIT * d)) & 63) as usize);
-            let slot = &mut slots[dl * 64 + ds];
-            if slot.capacity() == 0 {
-                if let Some(buf) = spare.pop() {
-                    *spare_cap -= buf.capacity();
-                    *slot = buf;
-                }
-            }
-            slot.push(e);
+        for e in &src {
+            let (dl, ds) = dest(e.0);
+            counts[(dl * 64 + ds) % (LEVELS * 64)] += 1;
             occ[dl % LEVELS] |= 1 << ds;
             lv |= 1 << dl;
+        }
+        for (dl, &bits) in occ.iter().enumerate().take(l) {
+            let mut bits = bits;
+            while bits != 0 {
+                let i = dl * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let n = std::mem::take(&mut counts[i]) as usize;
+                let slot = &mut slots[i];
+                if slot.capacity() - slot.len() < n {
+                    match spare.last() {
+                        Some(buf) if slot.is_empty() && buf.capacity() >= n => {
+                            let buf = spare.pop().unwrap_or_default();
+                            *spare_cap -= buf.capacity();
+                            *slot = buf;
+                        }
+                        _ => slot.reserve_exact(n),
+                    }
+                }
+            }
+        }
+        for &e in &src {
+            let (dl, ds) = dest(e.0);
+            slots[dl * 64 + ds].push(e);
         }
         *occupied = occ;
         *levels = lv;
