@@ -66,7 +66,9 @@ use crate::task::slab::prefetch_read;
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
-///   O(1).
+///   O(1). An entry is the task's id (8 bytes, as in a
+///   [`RunnableFifo`](crate::sched::RunnableFifo)); with a guard, its
+///   sequence number goes in a FIFO beside it.
 /// * Per-group service in two vectors indexed by the dense
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
@@ -197,11 +199,15 @@ enum Order {
     /// task))`, the sequence telling the live entry of a task from the
     /// one the guard left behind.
     ExactSeq(Box<Radix<(u64, TaskKey)>>),
-    /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
-    /// set: level `l` holds an entry, live or not).
+    /// One FIFO of tasks per level and a bitmap of the non-empty levels
+    /// (bit `l` set: level `l` holds an entry, live or not). With a
+    /// starvation guard, `seqs` holds each entry's sequence number beside
+    /// it, level by level (without one it is empty: an entry is 8 bytes,
+    /// as in a `RunnableFifo`).
     Levels {
         q0_ns: u64,
-        fifos: Vec<VecDeque<(u64, TaskKey)>>,
+        fifos: Vec<VecDeque<TaskKey>>,
+        seqs: Vec<VecDeque<u64>>,
         nonempty: u64,
     },
 }
@@ -725,6 +731,7 @@ impl Las {
             order: Order::Levels {
                 q0_ns,
                 fifos: (0..levels).map(|_| VecDeque::new()).collect(),
+                seqs: Vec::new(),
                 nonempty: 0,
             },
             level0_below: q0_ns,
@@ -737,9 +744,13 @@ impl Las {
     /// service time (see the starvation guard above).
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.batching = false;
-        if let Order::Exact(_) = self.order {
-            // Entries with sequence numbers: the guard leaves some behind.
-            self.order = Order::ExactSeq(Box::default());
+        // Entries with sequence numbers: the guard leaves some behind.
+        match &mut self.order {
+            Order::Exact(_) => self.order = Order::ExactSeq(Box::default()),
+            Order::Levels { fifos, seqs, .. } => {
+                *seqs = fifos.iter().map(|_| VecDeque::new()).collect();
+            }
+            Order::ExactSeq(_) => {}
         }
         self.guard = Some(Guard {
             max_wait_ns: max_wait.as_nanos().min(u64::MAX as u128) as u64,
@@ -798,6 +809,7 @@ impl Las {
             Order::Levels {
                 q0_ns,
                 fifos,
+                seqs,
                 nonempty,
             } => {
                 let l = if key < self.level0_below {
@@ -806,7 +818,10 @@ impl Las {
                     level(key, *q0_ns, fifos.len())
                 };
                 *nonempty |= 1 << l;
-                fifos[l].push_back((seq, task));
+                fifos[l].push_back(task);
+                if let Some(seqs) = seqs.get_mut(l) {
+                    seqs.push_back(seq);
+                }
             }
         }
         if let Some(g) = &mut self.guard {
@@ -957,10 +972,10 @@ impl Las {
         let n = fifo.len().min(buf.len());
         let (a, b) = fifo.as_slices();
         let first = n.min(a.len());
-        for (dst, &(_, task)) in buf[..first].iter().zip(a) {
+        for (dst, &task) in buf[..first].iter().zip(a) {
             dst.set(task);
         }
-        for (dst, &(_, task)) in buf[first..n].iter().zip(b) {
+        for (dst, &task) in buf[first..n].iter().zip(b) {
             dst.set(task);
         }
         fifo.drain(..n);
@@ -998,8 +1013,8 @@ impl Las {
             fifos, nonempty, ..
         } = &mut self.order
         {
-            // Every entry is live when batching: sequence number 0.
-            fifos[0].extend(ids[..kept].iter().map(|id| (0, id.get())));
+            // Every entry is live when batching: no sequence number.
+            fifos[0].extend(ids[..kept].iter().map(Cell::get));
             if kept > 0 {
                 *nonempty |= 1;
             }
@@ -1127,10 +1142,10 @@ impl Las {
             return;
         };
         let fifo = &mut fifos[0];
-        // Every entry is live when batching: sequence number 0.
+        // Every entry is live when batching: no sequence number.
         fifo.reserve(ids.len());
         for id in ids.iter().rev() {
-            fifo.push_front((0, id.get()));
+            fifo.push_front(id.get());
         }
         self.len += ids.len();
         if !fifo.is_empty() {
@@ -1205,8 +1220,8 @@ impl Scheduler for Las {
                 fifos, nonempty, ..
             } = &mut self.order
             {
-                // Every entry is live when batching: sequence number 0.
-                fifos[0].push_back((0, task));
+                // Every entry is live when batching: no sequence number.
+                fifos[0].push_back(task);
                 *nonempty |= 1;
                 self.len += 1;
                 return;
@@ -1249,18 +1264,23 @@ impl Scheduler for Las {
                     (seq, task)
                 }
                 Order::Levels {
-                    fifos, nonempty, ..
+                    fifos,
+                    seqs,
+                    nonempty,
+                    ..
                 } => {
                     if *nonempty == 0 {
                         return None;
                     }
                     let l = nonempty.trailing_zeros() as usize;
                     let fifo = &mut fifos[l];
-                    let entry = fifo.pop_front().expect("a non-empty level");
+                    let task = fifo.pop_front().expect("a non-empty level");
                     if fifo.is_empty() {
                         *nonempty &= !(1 << l);
                     }
-                    entry
+                    // 0 without a guard, which needs none.
+                    let seq = seqs.get_mut(l).and_then(VecDeque::pop_front);
+                    (seq.unwrap_or(0), task)
                 }
             };
             if self.is_live(seq, task) {
