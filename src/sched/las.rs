@@ -200,16 +200,22 @@ enum Order {
     /// one the guard left behind.
     ExactSeq(Box<Radix<(u64, TaskKey)>>),
     /// One FIFO of tasks per level and a bitmap of the non-empty levels
-    /// (bit `l` set: level `l` holds an entry, live or not). With a
-    /// starvation guard, `seqs` holds each entry's sequence number beside
-    /// it, level by level (without one it is empty: an entry is 8 bytes,
-    /// as in a `RunnableFifo`).
+    /// (bit `l` set: level `l` holds an entry, live or not).
     Levels {
         q0_ns: u64,
-        fifos: Vec<VecDeque<TaskKey>>,
-        seqs: Vec<VecDeque<u64>>,
+        fifos: Vec<LevelFifo>,
         nonempty: u64,
     },
+}
+
+/// The entries of a level of [`Order::Levels`]: its tasks, in push order,
+/// and with a starvation guard the sequence number of each beside it
+/// (without one, `seqs` stays empty: an entry is 8 bytes, as in a
+/// `RunnableFifo`).
+#[derive(Debug, Default)]
+struct LevelFifo {
+    ids: VecDeque<TaskKey>,
+    seqs: VecDeque<u64>,
 }
 
 impl Default for Order {
@@ -730,8 +736,7 @@ impl Las {
         Self {
             order: Order::Levels {
                 q0_ns,
-                fifos: (0..levels).map(|_| VecDeque::new()).collect(),
-                seqs: Vec::new(),
+                fifos: (0..levels).map(|_| LevelFifo::default()).collect(),
                 nonempty: 0,
             },
             level0_below: q0_ns,
@@ -744,13 +749,9 @@ impl Las {
     /// service time (see the starvation guard above).
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.batching = false;
-        // Entries with sequence numbers: the guard leaves some behind.
-        match &mut self.order {
-            Order::Exact(_) => self.order = Order::ExactSeq(Box::default()),
-            Order::Levels { fifos, seqs, .. } => {
-                *seqs = fifos.iter().map(|_| VecDeque::new()).collect();
-            }
-            Order::ExactSeq(_) => {}
+        if let Order::Exact(_) = self.order {
+            // Entries with sequence numbers: the guard leaves some behind.
+            self.order = Order::ExactSeq(Box::default());
         }
         self.guard = Some(Guard {
             max_wait_ns: max_wait.as_nanos().min(u64::MAX as u128) as u64,
@@ -809,7 +810,6 @@ impl Las {
             Order::Levels {
                 q0_ns,
                 fifos,
-                seqs,
                 nonempty,
             } => {
                 let l = if key < self.level0_below {
@@ -818,9 +818,10 @@ impl Las {
                     level(key, *q0_ns, fifos.len())
                 };
                 *nonempty |= 1 << l;
-                fifos[l].push_back(task);
-                if let Some(seqs) = seqs.get_mut(l) {
-                    seqs.push_back(seq);
+                let fifo = &mut fifos[l];
+                fifo.ids.push_back(task);
+                if self.guard.is_some() {
+                    fifo.seqs.push_back(seq);
                 }
             }
         }
@@ -968,7 +969,7 @@ impl Las {
             return 0;
         };
         // Every entry is live when batching (see `batching`).
-        let fifo = &mut fifos[0];
+        let fifo = &mut fifos[0].ids;
         let n = fifo.len().min(buf.len());
         let (a, b) = fifo.as_slices();
         let first = n.min(a.len());
@@ -1014,7 +1015,7 @@ impl Las {
         } = &mut self.order
         {
             // Every entry is live when batching: no sequence number.
-            fifos[0].extend(ids[..kept].iter().map(Cell::get));
+            fifos[0].ids.extend(ids[..kept].iter().map(Cell::get));
             if kept > 0 {
                 *nonempty |= 1;
             }
@@ -1141,7 +1142,7 @@ impl Las {
         else {
             return;
         };
-        let fifo = &mut fifos[0];
+        let fifo = &mut fifos[0].ids;
         // Every entry is live when batching: no sequence number.
         fifo.reserve(ids.len());
         for id in ids.iter().rev() {
@@ -1221,7 +1222,7 @@ impl Scheduler for Las {
             } = &mut self.order
             {
                 // Every entry is live when batching: no sequence number.
-                fifos[0].push_back(task);
+                fifos[0].ids.push_back(task);
                 *nonempty |= 1;
                 self.len += 1;
                 return;
@@ -1264,23 +1265,19 @@ impl Scheduler for Las {
                     (seq, task)
                 }
                 Order::Levels {
-                    fifos,
-                    seqs,
-                    nonempty,
-                    ..
+                    fifos, nonempty, ..
                 } => {
                     if *nonempty == 0 {
                         return None;
                     }
                     let l = nonempty.trailing_zeros() as usize;
                     let fifo = &mut fifos[l];
-                    let task = fifo.pop_front().expect("a non-empty level");
-                    if fifo.is_empty() {
+                    let task = fifo.ids.pop_front().expect("a non-empty level");
+                    if fifo.ids.is_empty() {
                         *nonempty &= !(1 << l);
                     }
                     // 0 without a guard, which needs none.
-                    let seq = seqs.get_mut(l).and_then(VecDeque::pop_front);
-                    (seq.unwrap_or(0), task)
+                    (fifo.seqs.pop_front().unwrap_or(0), task)
                 }
             };
             if self.is_live(seq, task) {
