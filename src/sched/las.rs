@@ -54,15 +54,15 @@ use crate::task::slab::prefetch_read;
 ///   tail is pushed, each with the service just charged as its key
 ///   (`requeue_exact`: no lookup of the group's table or of forgotten
 ///   tasks per task). On the headline workload (50,000 runnable tasks x 5
-///   yields, every task its own group) this costs 3,153 instructions
-///   per task, against 1,297 for
+///   yields, every task its own group) this costs 3,319 instructions
+///   per task, against 1,296 for
 ///   [`RunnableFifo`](crate::sched::RunnableFifo) (medians of 3 runs of
 ///   `valgrind --tool=callgrind --toggle-collect='overhead_profile::workload'`
-///   on `overhead_profile las-exact 3` and `3 5 1 fresh`:
-///   `docs/profiling/callgrind_table.sh --repeats 3`, 2026-11-29, 2-vCPU
-///   VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0; the
-///   exact form's count moves from run to run, since its keys, and so
-///   its batches and moves, follow measured durations).
+///   on `overhead_profile las-exact 3` and `3 5 1 fresh`, 2026-11-29
+///   13:57 UTC, 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44,
+///   rustc 1.95.0; the exact form's count moves by up to 4% from run to
+///   run, since its keys, and so its batches and moves, follow measured
+///   durations).
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
@@ -677,16 +677,16 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 3.7x
-    /// to 4.5x the time of `RunnableFifo`, 4.05x in the median run (their
+    /// tasks x 5 yields, every task its own group) exact keys cost 3.5x
+    /// to 4.4x the time of `RunnableFifo`, 4.1x in the median (their
     /// order follows measured durations, so the tasks run in an order
-    /// close to random, and their polls miss the cache; six runs of
+    /// close to random, and their polls miss the cache; four runs of
     /// `cargo bench -p tourbillon-peers --bench compare -- --only
-    /// tourbillon --rounds 7`, 2026-11-29 11:51 to 11:55 UTC, 2-vCPU VM,
-    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, nothing
-    /// else running), levels 0.97x to 1.22x a FIFO queue with a clock read
-    /// per poll in the same runs, 1.05x in the median run, most of it
-    /// the clock read per poll that `Las` needs
+    /// tourbillon --rounds 7`, 2026-11-29 14:01 to 14:04 UTC, 2-vCPU VM,
+    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, load
+    /// average 1.7 to 2.8 from other builds and benchmarks), levels 0.96x
+    /// to 1.03x a FIFO queue with a clock read per poll in the same runs,
+    /// 0.99x in the median: about the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
     /// gives the two the same thin-task p99 within 10%. Use [`Las::exact`]
