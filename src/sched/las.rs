@@ -1212,7 +1212,7 @@ impl Scheduler for Las {
     /// Inlined where the queue's scheduler is known to be a `Las` (the
     /// spawn path): a batching `Las`'s push to level 0 (every new task's,
     /// whose group has no service yet) is a push to its FIFO; any other
-    /// goes out of line ([`push_key`](Las::push_key)).
+    /// goes out of line (`Las::push_key`).
     #[inline]
     fn push(&mut self, task: TaskKey, group: GroupId) {
         let key = self.service_ns(group);
