@@ -677,16 +677,16 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 3.5x
-    /// to 4.4x the time of `RunnableFifo`, 4.1x in the median (their
+    /// tasks x 5 yields, every task its own group) exact keys cost 3.3x
+    /// to 4.4x the time of `RunnableFifo`, 3.9x in the median (their
     /// order follows measured durations, so the tasks run in an order
-    /// close to random, and their polls miss the cache; four runs of
+    /// close to random, and their polls miss the cache; seven runs of
     /// `cargo bench -p tourbillon-peers --bench compare -- --only
-    /// tourbillon --rounds 7`, 2026-11-29 14:01 to 14:04 UTC, 2-vCPU VM,
+    /// tourbillon --rounds 7`, 2026-11-29 14:01 to 14:11 UTC, 2-vCPU VM,
     /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, load
-    /// average 1.7 to 2.8 from other builds and benchmarks), levels 0.96x
-    /// to 1.03x a FIFO queue with a clock read per poll in the same runs,
-    /// 0.99x in the median: about the clock read per poll that `Las` needs
+    /// average 1.1 to 2.8 from other builds and benchmarks), levels 0.85x
+    /// to 1.07x a FIFO queue with a clock read per poll in the same runs,
+    /// 1.00x in the median: about the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
     /// gives the two the same thin-task p99 within 10%. Use [`Las::exact`]
