@@ -54,19 +54,21 @@ use crate::task::slab::prefetch_read;
 ///   tail is pushed, each with the service just charged as its key
 ///   (`requeue_exact`: no lookup of the group's table or of forgotten
 ///   tasks per task). On the headline workload (50,000 runnable tasks x 5
-///   yields, every task its own group) this costs 3,153 instructions
-///   per task, against 1,297 for
+///   yields, every task its own group) this costs 3,319 instructions
+///   per task, against 1,296 for
 ///   [`RunnableFifo`](crate::sched::RunnableFifo) (medians of 3 runs of
 ///   `valgrind --tool=callgrind --toggle-collect='overhead_profile::workload'`
-///   on `overhead_profile las-exact 3` and `3 5 1 fresh`:
-///   `docs/profiling/callgrind_table.sh --repeats 3`, 2026-11-29, 2-vCPU
-///   VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0; the
-///   exact form's count moves from run to run, since its keys, and so
-///   its batches and moves, follow measured durations).
+///   on `overhead_profile las-exact 3` and `3 5 1 fresh`, 2026-11-29
+///   13:57 UTC, 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44,
+///   rustc 1.95.0; the exact form's count moves by up to 4% from run to
+///   run, since its keys, and so its batches and moves, follow measured
+///   durations).
 /// * Quantized ([`Las::quantized`], and [`Las::new`], the default): the
 ///   key is a level of attained service (log2 steps above `q0`); one FIFO
 ///   per level and a bitmap of the non-empty levels, so push and pop are
-///   O(1).
+///   O(1). An entry is the task's id (8 bytes, as in a
+///   [`RunnableFifo`](crate::sched::RunnableFifo)); with a guard, its
+///   sequence number goes in a FIFO beside it.
 /// * Per-group service in two vectors indexed by the dense
 ///   [`GroupId::index`] (one for tasks' own groups, one for keyed groups), so
 ///   no hashing on the hot path; an entry is reset when the group ends.
@@ -197,13 +199,23 @@ enum Order {
     /// task))`, the sequence telling the live entry of a task from the
     /// one the guard left behind.
     ExactSeq(Box<Radix<(u64, TaskKey)>>),
-    /// One FIFO per level and a bitmap of the non-empty levels (bit `l`
-    /// set: level `l` holds an entry, live or not).
+    /// One FIFO of tasks per level and a bitmap of the non-empty levels
+    /// (bit `l` set: level `l` holds an entry, live or not).
     Levels {
         q0_ns: u64,
-        fifos: Vec<VecDeque<(u64, TaskKey)>>,
+        fifos: Vec<LevelFifo>,
         nonempty: u64,
     },
+}
+
+/// The entries of a level of [`Order::Levels`]: its tasks, in push order,
+/// and with a starvation guard the sequence number of each beside it
+/// (without one, `seqs` stays empty: an entry is 8 bytes, as in a
+/// `RunnableFifo`).
+#[derive(Debug, Default)]
+struct LevelFifo {
+    ids: VecDeque<TaskKey>,
+    seqs: VecDeque<u64>,
 }
 
 impl Default for Order {
@@ -260,7 +272,9 @@ const LEVELS: usize = u64::BITS.div_ceil(DIGIT) as usize;
 /// likely cache miss past a few thousand tasks). A key's level is
 /// `((k ^ base) | 1).ilog2() / 6`, without a branch (`| 1` puts `k ==
 /// base` at level 0); a push inlines into its callers; a redistribution
-/// moves its slot's entries in one loop, the bitmaps held in locals.
+/// counts its slot's entries by destination slot, gives each destination
+/// a buffer of its count at once (no growth, so no `realloc` copying the
+/// entries moved so far), then moves them, the bitmaps held in locals.
 #[derive(Debug)]
 struct Radix<P> {
     base: u64,
@@ -282,6 +296,9 @@ struct Radix<P> {
     spare: Vec<Vec<Entry<P>>>,
     /// The capacity of the buffers in `spare`, in entries.
     spare_cap: usize,
+    /// Entries bound for each slot during a redistribution (all zero
+    /// between them; allocated with the slots).
+    counts: Vec<u32>,
     /// Entries in the slots (not in `low`).
     entries: usize,
 }
@@ -298,6 +315,7 @@ impl<P> Default for Radix<P> {
             low_pushes: 0,
             spare: Vec::new(),
             spare_cap: 0,
+            counts: Vec::new(),
             entries: 0,
         }
     }
@@ -376,6 +394,7 @@ impl<P: Copy + Ord> Radix<P> {
     #[inline(never)]
     fn alloc_slots(&mut self) {
         self.slots = (0..LEVELS * 64).map(|_| Vec::new()).collect();
+        self.counts = vec![0; LEVELS * 64];
     }
 
     /// Takes the `n` entries from `h` on off level 0's least slot `s` (a
@@ -445,32 +464,55 @@ impl<P: Copy + Ord> Radix<P> {
         }
         let base = src.iter().map(|e| e.0).min().unwrap_or(self.base);
         self.base = base;
-        // The entries go to the levels below `l` in one loop over locals
-        // (the bitmaps in registers, no recount of `entries`): keys of the
-        // slot share every digit from `l` up with `base`.
+        // The entries go to the levels below `l`, whose slots are all
+        // empty: a first loop counts them by slot, each slot takes a
+        // buffer of that size (a spare one if the last is large enough),
+        // and a second loop moves them, without a buffer's growth (a
+        // `realloc` and a copy of the entries moved so far) in between.
+        // Keys of the slot share every digit from `l` up with `base`.
         let Radix {
             slots,
             spare,
             spare_cap,
             occupied,
             levels,
+            counts,
             ..
         } = self;
+        let dest = |k: u64| {
+            let d = ((k ^ base) | 1).ilog2() / DIGIT;
+            (d as usize, ((k >> (DIGIT * d)) & 63) as usize)
+        };
         let mut occ = *occupied;
         let mut lv = *levels;
-        for &e in &src {
-            let d = ((e.0 ^ base) | 1).ilog2() / DIGIT;
-            let (dl, ds) = (d as usize, ((e.0 >> (DIGIT * d)) & 63) as usize);
-            let slot = &mut slots[dl * 64 + ds];
-            if slot.capacity() == 0 {
-                if let Some(buf) = spare.pop() {
-                    *spare_cap -= buf.capacity();
-                    *slot = buf;
-                }
-            }
-            slot.push(e);
+        for e in &src {
+            let (dl, ds) = dest(e.0);
+            counts[(dl * 64 + ds) % (LEVELS * 64)] += 1;
             occ[dl % LEVELS] |= 1 << ds;
             lv |= 1 << dl;
+        }
+        for (dl, &bits) in occ.iter().enumerate().take(l) {
+            let mut bits = bits;
+            while bits != 0 {
+                let i = dl * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let n = std::mem::take(&mut counts[i]) as usize;
+                let slot = &mut slots[i];
+                if slot.capacity() - slot.len() < n {
+                    match spare.last() {
+                        Some(buf) if slot.is_empty() && buf.capacity() >= n => {
+                            let buf = spare.pop().unwrap_or_default();
+                            *spare_cap -= buf.capacity();
+                            *slot = buf;
+                        }
+                        _ => slot.reserve_exact(n),
+                    }
+                }
+            }
+        }
+        for &e in &src {
+            let (dl, ds) = dest(e.0);
+            slots[dl * 64 + ds].push(e);
         }
         *occupied = occ;
         *levels = lv;
@@ -635,16 +677,16 @@ impl Las {
     /// starvation guard.
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
-    /// tasks x 5 yields, every task its own group) exact keys cost 3.7x
-    /// to 4.5x the time of `RunnableFifo`, 4.05x in the median run (their
+    /// tasks x 5 yields, every task its own group) exact keys cost 3.3x
+    /// to 4.4x the time of `RunnableFifo`, 3.9x in the median (their
     /// order follows measured durations, so the tasks run in an order
-    /// close to random, and their polls miss the cache; six runs of
+    /// close to random, and their polls miss the cache; seven runs of
     /// `cargo bench -p tourbillon-peers --bench compare -- --only
-    /// tourbillon --rounds 7`, 2026-11-29 11:51 to 11:55 UTC, 2-vCPU VM,
-    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, nothing
-    /// else running), levels 0.97x to 1.22x a FIFO queue with a clock read
-    /// per poll in the same runs, 1.05x in the median run, most of it
-    /// the clock read per poll that `Las` needs
+    /// tourbillon --rounds 7`, 2026-11-29 14:01 to 14:11 UTC, 2-vCPU VM,
+    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, load
+    /// average 1.1 to 2.8 from other builds and benchmarks), levels 0.85x
+    /// to 1.07x a FIFO queue with a clock read per poll in the same runs,
+    /// 1.00x in the median: about the clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
     /// gives the two the same thin-task p99 within 10%. Use [`Las::exact`]
@@ -694,7 +736,7 @@ impl Las {
         Self {
             order: Order::Levels {
                 q0_ns,
-                fifos: (0..levels).map(|_| VecDeque::new()).collect(),
+                fifos: (0..levels).map(|_| LevelFifo::default()).collect(),
                 nonempty: 0,
             },
             level0_below: q0_ns,
@@ -741,9 +783,51 @@ impl Las {
         };
         let i = group.index();
         if i >= table.len() {
-            table.resize(i + 1, 0);
+            grow_service(table, i);
         }
         &mut table[i]
+    }
+
+    /// [`push`](Scheduler::push) of `task` with key `key` (its group's
+    /// service).
+    #[inline(never)]
+    fn push_key(&mut self, task: TaskKey, key: u64) {
+        let seq = self.enter(task);
+        match &mut self.order {
+            Order::Exact(radix) => {
+                if self.dead.is_some() && Dead::take(&mut self.dead, task) {
+                    // A forgotten task pushed again (the executor never
+                    // does this: a forgotten task has ended): its old entry
+                    // goes now, so that it cannot be taken for the new one.
+                    radix.remove(task);
+                }
+                if key < self.batch_key {
+                    self.overtaken = true;
+                }
+                radix.push((key, task))
+            }
+            Order::ExactSeq(radix) => radix.push((key, (seq, task))),
+            Order::Levels {
+                q0_ns,
+                fifos,
+                nonempty,
+            } => {
+                let l = if key < self.level0_below {
+                    0
+                } else {
+                    level(key, *q0_ns, fifos.len())
+                };
+                *nonempty |= 1 << l;
+                let fifo = &mut fifos[l];
+                fifo.ids.push_back(task);
+                if self.guard.is_some() {
+                    fifo.seqs.push_back(seq);
+                }
+            }
+        }
+        if let Some(g) = &mut self.guard {
+            g.arrivals.push_back((self.queue_time, seq, task));
+        }
     }
 
     /// Whether the entries carry sequence numbers (with a guard, which
@@ -885,14 +969,14 @@ impl Las {
             return 0;
         };
         // Every entry is live when batching (see `batching`).
-        let fifo = &mut fifos[0];
+        let fifo = &mut fifos[0].ids;
         let n = fifo.len().min(buf.len());
         let (a, b) = fifo.as_slices();
         let first = n.min(a.len());
-        for (dst, &(_, task)) in buf[..first].iter().zip(a) {
+        for (dst, &task) in buf[..first].iter().zip(a) {
             dst.set(task);
         }
-        for (dst, &(_, task)) in buf[first..n].iter().zip(b) {
+        for (dst, &task) in buf[first..n].iter().zip(b) {
             dst.set(task);
         }
         fifo.drain(..n);
@@ -930,8 +1014,8 @@ impl Las {
             fifos, nonempty, ..
         } = &mut self.order
         {
-            // Every entry is live when batching: sequence number 0.
-            fifos[0].extend(ids[..kept].iter().map(|id| (0, id.get())));
+            // Every entry is live when batching: no sequence number.
+            fifos[0].ids.extend(ids[..kept].iter().map(Cell::get));
             if kept > 0 {
                 *nonempty |= 1;
             }
@@ -942,34 +1026,62 @@ impl Las {
     /// [`push_back_charged`](Las::push_back_charged) for requeues that
     /// become the next batch (level 0 being empty), and its first half:
     /// those that stay at level 0 are moved to the start of `ids`, in
-    /// order, instead of being pushed; returns how many.
+    /// order, instead of being pushed; returns how many. `ns` holds the
+    /// tasks' keys (their groups' service) afterwards.
+    ///
+    /// One loop charges every task's own group, without a call (the
+    /// table grows out of line) or a store of the ids; the tasks that
+    /// left level 0 (rare: a task's service grows by a poll at a time)
+    /// are pushed to their levels by a second loop, only when there are
+    /// some.
     pub(crate) fn keep_level0(&mut self, ids: &[Cell<TaskKey>], ns: &[Cell<u64>]) -> usize {
         if self.requeue_exact(ids, ns) {
             return 0;
         }
+        let n = ids.len().min(ns.len());
+        let (ids, ns) = (&ids[..n], &ns[..n]);
         let bound = self.level0_below;
-        let mut kept = 0;
         let mut total = 0u64;
-        for (i, ns) in ns.iter().enumerate().take(ids.len()) {
-            let task = ids[i].get();
-            let ns = ns.get();
-            total = total.saturating_add(ns);
+        let mut left = false;
+        for (id, ns) in ids.iter().zip(ns) {
+            let d = ns.get();
+            total = total.saturating_add(d);
             // The task's own group: `GroupId::task` of its index.
-            let g = task.index() as usize;
+            let g = id.get().index() as usize;
             if g >= self.task_service.len() {
-                self.task_service.resize(g + 1, 0);
+                grow_service(&mut self.task_service, g);
             }
             let s = &mut self.task_service[g];
-            *s = s.saturating_add(ns);
-            let key = *s;
+            *s = s.saturating_add(d);
+            ns.set(*s);
+            left |= *s >= bound;
+        }
+        self.queue_time = self.queue_time.saturating_add(total);
+        if left {
+            self.push_above_level0(ids, ns)
+        } else {
+            n
+        }
+    }
+
+    /// The second loop of [`keep_level0`](Las::keep_level0): pushes the
+    /// tasks whose key (in `keys`) is not below level 0's bound to their
+    /// levels, and moves the others to the start of `ids`, in order;
+    /// returns how many stay.
+    #[cold]
+    #[inline(never)]
+    fn push_above_level0(&mut self, ids: &[Cell<TaskKey>], keys: &[Cell<u64>]) -> usize {
+        let bound = self.level0_below;
+        let mut kept = 0;
+        for (id, key) in ids.iter().zip(keys) {
+            let (task, key) = (id.get(), key.get());
             if key < bound {
                 ids[kept].set(task);
                 kept += 1;
             } else {
-                self.push(task, GroupId::task(task.index()));
+                self.push_key(task, key);
             }
         }
-        self.queue_time = self.queue_time.saturating_add(total);
         kept
     }
 
@@ -1030,11 +1142,11 @@ impl Las {
         else {
             return;
         };
-        let fifo = &mut fifos[0];
-        // Every entry is live when batching: sequence number 0.
+        let fifo = &mut fifos[0].ids;
+        // Every entry is live when batching: no sequence number.
         fifo.reserve(ids.len());
         for id in ids.iter().rev() {
-            fifo.push_front((0, id.get()));
+            fifo.push_front(id.get());
         }
         self.len += ids.len();
         if !fifo.is_empty() {
@@ -1072,11 +1184,22 @@ impl Las {
 #[inline(never)]
 fn grow_tables(service: &mut Vec<u64>, bits: &mut Vec<u64>, g: usize) {
     if g >= service.len() {
-        service.resize(g + 1, 0);
+        grow_service(service, g);
     }
     if g / 64 >= bits.len() {
-        bits.resize(g / 64 + 1, 0);
+        let len = (g / 64 + 1).max(2 * bits.len());
+        bits.resize(len, 0);
     }
+}
+
+/// Makes room for slab index `g` in the service of tasks' own groups: at
+/// least doubles the table, so that a slab that fills (a burst of spawns)
+/// makes a few calls here, not one per task.
+#[cold]
+#[inline(never)]
+fn grow_service(service: &mut Vec<u64>, g: usize) {
+    let len = (g + 1).max(2 * service.len()).max(64);
+    service.resize(len, 0);
 }
 
 impl Default for Las {
@@ -1086,40 +1209,26 @@ impl Default for Las {
 }
 
 impl Scheduler for Las {
+    /// Inlined where the queue's scheduler is known to be a `Las` (the
+    /// spawn path): a batching `Las`'s push to level 0 (every new task's,
+    /// whose group has no service yet) is a push to its FIFO; any other
+    /// goes out of line (`Las::push_key`).
+    #[inline]
     fn push(&mut self, task: TaskKey, group: GroupId) {
         let key = self.service_ns(group);
-        let seq = self.enter(task);
-        match &mut self.order {
-            Order::Exact(radix) => {
-                if self.dead.is_some() && Dead::take(&mut self.dead, task) {
-                    // A forgotten task pushed again (the executor never
-                    // does this: a forgotten task has ended): its old entry
-                    // goes now, so that it cannot be taken for the new one.
-                    radix.remove(task);
-                }
-                if key < self.batch_key {
-                    self.overtaken = true;
-                }
-                radix.push((key, task))
-            }
-            Order::ExactSeq(radix) => radix.push((key, (seq, task))),
-            Order::Levels {
-                q0_ns,
-                fifos,
-                nonempty,
-            } => {
-                let l = if key < self.level0_below {
-                    0
-                } else {
-                    level(key, *q0_ns, fifos.len())
-                };
-                *nonempty |= 1 << l;
-                fifos[l].push_back((seq, task));
+        if self.batching && key < self.level0_below {
+            if let Order::Levels {
+                fifos, nonempty, ..
+            } = &mut self.order
+            {
+                // Every entry is live when batching: no sequence number.
+                fifos[0].ids.push_back(task);
+                *nonempty |= 1;
+                self.len += 1;
+                return;
             }
         }
-        if let Some(g) = &mut self.guard {
-            g.arrivals.push_back((self.queue_time, seq, task));
-        }
+        self.push_key(task, key);
     }
 
     fn pop(&mut self) -> Option<TaskKey> {
@@ -1163,11 +1272,12 @@ impl Scheduler for Las {
                     }
                     let l = nonempty.trailing_zeros() as usize;
                     let fifo = &mut fifos[l];
-                    let entry = fifo.pop_front().expect("a non-empty level");
-                    if fifo.is_empty() {
+                    let task = fifo.ids.pop_front().expect("a non-empty level");
+                    if fifo.ids.is_empty() {
                         *nonempty &= !(1 << l);
                     }
-                    entry
+                    // 0 without a guard, which needs none.
+                    (fifo.seqs.pop_front().unwrap_or(0), task)
                 }
             };
             if self.is_live(seq, task) {
