@@ -401,13 +401,20 @@ impl Core {
             return None;
         }
         let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
-        qs.switched(j);
-        qs.eevdf.switch_lone_picked(c, charge_ns, j);
-        // `begin_run`'s steps, with the countdown from the values above
-        // and the queue's state indexed once.
-        debug_assert_eq!(qs.eevdf.runnable_count(), 1);
-        let slice_left = self.cfg.general_pick.then(|| qs.eevdf.slice_left_ns(j));
-        let st = &mut qs.list[j];
+        // The queue switched to, indexed once (`Queues::switched`'s steps,
+        // then `begin_run`'s, with the countdown from the values above).
+        let Queues {
+            list,
+            eevdf,
+            pending,
+            ..
+        } = &mut *qs;
+        eevdf.switch_lone_picked(c, charge_ns, j);
+        debug_assert_eq!(eevdf.runnable_count(), 1);
+        let slice_left = self.cfg.general_pick.then(|| eevdf.slice_left_ns(j));
+        let st = &mut list[j];
+        st.activation_pending = false;
+        pending.clear();
         st.counters.runs += 1;
         self.open_run_state(j, last);
         let n = RunState::switch_countdown(
