@@ -378,13 +378,17 @@ impl Core {
         now: Option<u64>,
     ) -> Option<usize> {
         let r = &self.run;
-        let j = qs.switch_target(&r.held, c)?;
-        if Self::sched_mode(qs, j) != want
-            || self.panics.holds()
+        // First the checks of the executor's state: the inbox's is an
+        // acquire load, after which the queues' state is read anew.
+        if self.panics.holds()
             || self.attention.get()
             || self.intake.inbox.has_pending()
             || r.turn.over.get()
         {
+            return None;
+        }
+        let j = qs.switch_target(&r.held, c)?;
+        if Self::sched_mode(qs, j) != want {
             return None;
         }
         // What the charge would leave of the turn's budget (R8d), read
