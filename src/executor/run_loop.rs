@@ -398,10 +398,16 @@ impl Core {
         if polls_left == 0 {
             return None;
         }
-        let (start, interval) = (r.turn.start_ns.get(), r.turn.host_interval_ns.get());
+        // What is left of the turn's host interval (R8d) at the charge:
+        // nothing ends the turn (the charge's check, when it reads the
+        // clock; the last checkpoint made it otherwise).
         let last = now.unwrap_or_else(|| r.clock.last_ns.get());
-        let elapsed = last.saturating_sub(start);
-        if now.is_some() && elapsed >= interval {
+        let left = r
+            .turn
+            .host_interval_ns
+            .get()
+            .saturating_sub(last.saturating_sub(r.turn.start_ns.get()));
+        if now.is_some() && left == 0 {
             return None;
         }
         let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
@@ -421,12 +427,7 @@ impl Core {
         pending.clear();
         st.counters.runs += 1;
         self.open_run_state(j, last);
-        let n = RunState::switch_countdown(
-            st.poll_cost_ns,
-            slice_left,
-            polls_left,
-            interval.saturating_sub(elapsed),
-        );
+        let n = RunState::switch_countdown(st.poll_cost_ns, slice_left, polls_left, left);
         r.clock.countdown.set(n);
         r.clock.countdown_set.set(n);
         bump(&r.counters.runs);
