@@ -239,3 +239,30 @@ impl Queues {
         self.list[q].latency_ns.is_some()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SchedMode;
+
+    /// Each of the eight combinations reads back as given, compares
+    /// equal only to itself, and loses exactly its timing and `Las`
+    /// flags in `untimed`.
+    #[test]
+    fn sched_mode_flags() {
+        let all: Vec<(bool, bool, bool)> = (0..8u8)
+            .map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0))
+            .collect();
+        for &(timing, tell_polled, las) in &all {
+            let m = SchedMode::new(timing, tell_polled, las);
+            assert_eq!(
+                (m.timing(), m.tell_polled(), m.las()),
+                (timing, tell_polled, las)
+            );
+            assert_eq!(m.untimed(), SchedMode::new(false, tell_polled, false));
+            for &(t2, p2, l2) in &all {
+                let other = SchedMode::new(t2, p2, l2);
+                assert_eq!(m == other, (timing, tell_polled, las) == (t2, p2, l2));
+            }
+        }
+    }
+}
