@@ -142,7 +142,7 @@ impl Queues {
     /// Whether the running queue `c` has nothing left to run in this run:
     /// the run holds no ids (its batch is used up, nothing requeued) and
     /// its scheduler is empty (a built-in one, whose emptiness is exact).
-    #[inline]
+    #[inline(always)]
     fn run_ends_now(&self, held: &HeldIds, c: usize) -> bool {
         held.pos.get() == held.len.get()
             && held.tail.len() == 0

@@ -19,22 +19,59 @@ use crate::task::id::{GroupId, TaskKey};
 
 /// What a queue's scheduler asks of a run: per-poll durations
 /// (`timing`), `polled` calls (`tell_polled`), the batch path of a `Las`
-/// (`las`). Fixed when the queue is built (`QueueState::mode`).
+/// (`las`). Fixed when the queue is built (`QueueState::mode`). One byte
+/// of flags, so that a queue switch compares the next queue's needs with
+/// the run's in one instruction (`Core::switch_in_run`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) struct SchedMode {
-    pub(super) timing: bool,
-    pub(super) tell_polled: bool,
-    pub(super) las: bool,
-}
+pub(super) struct SchedMode(u8);
 
 impl SchedMode {
+    const TIMING: u8 = 1;
+    const TELL_POLLED: u8 = 1 << 1;
+    const LAS: u8 = 1 << 2;
+
     /// What `sched` asks of a run.
     pub(super) fn of(sched: &mut QueueScheduler) -> Self {
-        Self {
-            timing: sched.wants_timing(),
-            tell_polled: !sched.is_stateless(),
-            las: sched.batching_las().is_some(),
-        }
+        Self::new(
+            sched.wants_timing(),
+            !sched.is_stateless(),
+            sched.batching_las().is_some(),
+        )
+    }
+
+    /// The needs given as flags.
+    #[inline(always)]
+    const fn new(timing: bool, tell_polled: bool, las: bool) -> Self {
+        Self(
+            (timing as u8 * Self::TIMING)
+                | (tell_polled as u8 * Self::TELL_POLLED)
+                | (las as u8 * Self::LAS),
+        )
+    }
+
+    /// The scheduler takes each poll's duration.
+    #[inline(always)]
+    pub(super) const fn timing(self) -> bool {
+        self.0 & Self::TIMING != 0
+    }
+
+    /// The scheduler is told of every poll (not a `RunnableFifo`).
+    #[inline(always)]
+    pub(super) const fn tell_polled(self) -> bool {
+        self.0 & Self::TELL_POLLED != 0
+    }
+
+    /// A batching `Las`.
+    #[inline(always)]
+    pub(super) const fn las(self) -> bool {
+        self.0 & Self::LAS != 0
+    }
+
+    /// The same needs without per-poll durations and the batch path of a
+    /// `Las` (a run that reads the clock only at checkpoints).
+    #[inline(always)]
+    pub(super) const fn untimed(self) -> Self {
+        Self(self.0 & !(Self::TIMING | Self::LAS))
     }
 }
 
@@ -200,5 +237,32 @@ impl Queues {
             self.eevdf.depart(q);
         }
         self.list[q].latency_ns.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SchedMode;
+
+    /// Each of the eight combinations reads back as given, compares
+    /// equal only to itself, and loses exactly its timing and `Las`
+    /// flags in `untimed`.
+    #[test]
+    fn sched_mode_flags() {
+        let all: Vec<(bool, bool, bool)> = (0..8u8)
+            .map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0))
+            .collect();
+        for &(timing, tell_polled, las) in &all {
+            let m = SchedMode::new(timing, tell_polled, las);
+            assert_eq!(
+                (m.timing(), m.tell_polled(), m.las()),
+                (timing, tell_polled, las)
+            );
+            assert_eq!(m.untimed(), SchedMode::new(false, tell_polled, false));
+            for &(t2, p2, l2) in &all {
+                let other = SchedMode::new(t2, p2, l2);
+                assert_eq!(m == other, (timing, tell_polled, las) == (t2, p2, l2));
+            }
+        }
     }
 }

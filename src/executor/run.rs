@@ -119,16 +119,11 @@ impl<'a> Run<'a> {
     pub(super) fn run_queue(&self, sched: SchedMode) -> bool {
         if self.core.cfg.per_poll_timing {
             self.run_queue_in::<true, true>(sched)
-        } else if sched.timing || self.core.cheap_clock {
+        } else if sched.timing() || self.core.cheap_clock {
             self.run_queue_in::<true, false>(sched)
         } else {
             // A batching `Las` times its polls: never in this instance.
-            let sched = SchedMode {
-                timing: false,
-                las: false,
-                ..sched
-            };
-            self.run_queue_in::<false, false>(sched)
+            self.run_queue_in::<false, false>(sched.untimed())
         }
     }
 
@@ -180,11 +175,7 @@ impl<'a> Run<'a> {
     /// per poll.
     #[inline(always)]
     fn run_mode<const PER_POLL: bool, const OBSERVE: bool>(&self, sched: SchedMode) -> RunMode {
-        let SchedMode {
-            timing: sched_timing,
-            tell_polled,
-            las,
-        } = sched;
+        let (sched_timing, tell_polled, las) = (sched.timing(), sched.tell_polled(), sched.las());
         // Per-poll durations: for a timing scheduler, the stall detector
         // and the latency histograms.
         let observe = PER_POLL && OBSERVE && self.core.cfg.per_poll_timing;

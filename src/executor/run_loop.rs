@@ -378,13 +378,17 @@ impl Core {
         now: Option<u64>,
     ) -> Option<usize> {
         let r = &self.run;
-        let j = qs.switch_target(&r.held, c)?;
-        if Self::sched_mode(qs, j) != want
-            || self.panics.holds()
+        // First the checks of the executor's state: the inbox's is an
+        // acquire load, after which the queues' state is read anew.
+        if self.panics.holds()
             || self.attention.get()
             || self.intake.inbox.has_pending()
             || r.turn.over.get()
         {
+            return None;
+        }
+        let j = qs.switch_target(&r.held, c)?;
+        if Self::sched_mode(qs, j) != want {
             return None;
         }
         // What the charge would leave of the turn's budget (R8d), read
@@ -394,28 +398,36 @@ impl Core {
         if polls_left == 0 {
             return None;
         }
-        let (start, interval) = (r.turn.start_ns.get(), r.turn.host_interval_ns.get());
+        // What is left of the turn's host interval (R8d) at the charge:
+        // nothing ends the turn (the charge's check, when it reads the
+        // clock; the last checkpoint made it otherwise).
         let last = now.unwrap_or_else(|| r.clock.last_ns.get());
-        let elapsed = last.saturating_sub(start);
-        if now.is_some() && elapsed >= interval {
+        let left = r
+            .turn
+            .host_interval_ns
+            .get()
+            .saturating_sub(last.saturating_sub(r.turn.start_ns.get()));
+        if now.is_some() && left == 0 {
             return None;
         }
         let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
-        qs.switched(j);
-        qs.eevdf.switch_lone_picked(c, charge_ns, j);
-        // `begin_run`'s steps, with the countdown from the values above
-        // and the queue's state indexed once.
-        debug_assert_eq!(qs.eevdf.runnable_count(), 1);
-        let slice_left = self.cfg.general_pick.then(|| qs.eevdf.slice_left_ns(j));
-        let st = &mut qs.list[j];
+        // The queue switched to, indexed once (`Queues::switched`'s steps,
+        // then `begin_run`'s, with the countdown from the values above).
+        let Queues {
+            list,
+            eevdf,
+            pending,
+            ..
+        } = &mut *qs;
+        eevdf.switch_lone_picked(c, charge_ns, j);
+        debug_assert_eq!(eevdf.runnable_count(), 1);
+        let slice_left = self.cfg.general_pick.then(|| eevdf.slice_left_ns(j));
+        let st = &mut list[j];
+        st.activation_pending = false;
+        pending.clear();
         st.counters.runs += 1;
         self.open_run_state(j, last);
-        let n = RunState::switch_countdown(
-            st.poll_cost_ns,
-            slice_left,
-            polls_left,
-            interval.saturating_sub(elapsed),
-        );
+        let n = RunState::switch_countdown(st.poll_cost_ns, slice_left, polls_left, left);
         r.clock.countdown.set(n);
         r.clock.countdown_set.set(n);
         bump(&r.counters.runs);
