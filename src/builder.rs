@@ -124,12 +124,12 @@ impl<K: QueueKey> Builder<K> {
     /// again; the buckets (4 KiB per queue) are allocated with the
     /// executor. On the headline workload of near-empty polls (50,000
     /// tasks x 5 yields on one `RunnableFifo` queue), `valgrind
-    /// --tool=callgrind` counts 2,002 instructions per task with the
-    /// histograms and a stall detector, 1,715 with a clock read per poll
-    /// alone (a stall detector) and 1,293 without either
+    /// --tool=callgrind` counts 2,016 instructions per task with the
+    /// histograms and a stall detector, 1,713 with a clock read per poll
+    /// alone (a stall detector) and 1,290 without either
     /// (`overhead_profile observe 3`, `observe 3 5 clock` and `3 5 1
     /// fresh`, `--toggle-collect=overhead_profile::workload`, medians of 3
-    /// runs, of 6 for the last; 2-vCPU VM, `Intel(R) Xeon(R) Processor`,
+    /// runs: `docs/profiling/callgrind_table.sh --repeats 3`; 2-vCPU VM, `Intel(R) Xeon(R) Processor`,
     /// Linux 6.18.44, rustc 1.95.0, 2026-11-29). Polls that do real work
     /// make the share smaller.
     ///
@@ -225,11 +225,12 @@ impl<K: QueueKey> Builder<K> {
     /// (no stall detector, histograms or timeline) contains no timeline
     /// code. On the headline workload of near-empty polls (50,000 tasks x
     /// 5 yields on one `RunnableFifo` queue), `valgrind --tool=callgrind`
-    /// counts 1,975 instructions per task with it against 1,293 without
-    /// and 1,715 with a clock read per poll alone (`overhead_profile
+    /// counts 1,976 instructions per task with it against 1,290 without
+    /// and 1,713 with a clock read per poll alone (`overhead_profile
     /// timeline 3`, `3 5 1 fresh` and `observe 3 5 clock`,
-    /// `--toggle-collect=overhead_profile::workload`, medians of 3 runs,
-    /// of 6 for `fresh`; 2-vCPU Xeon VM, 2026-11-29), and
+    /// `--toggle-collect=overhead_profile::workload`, medians of 3 runs:
+    /// `docs/profiling/callgrind_table.sh --repeats 3`; 2-vCPU Xeon VM,
+    /// 2026-11-29), and
     /// `cargo bench --bench overhead` times the run 2.56x to 2.58x as long
     /// as without it, 1.11x to 1.16x the run with a clock read per poll
     /// alone (three runs of 15 rounds, alternated, medians; 2-vCPU Xeon

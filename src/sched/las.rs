@@ -54,12 +54,13 @@ use crate::task::slab::prefetch_read;
 ///   tail is pushed, each with the service just charged as its key
 ///   (`requeue_exact`: no lookup of the group's table or of forgotten
 ///   tasks per task). On the headline workload (50,000 runnable tasks x 5
-///   yields, every task its own group) this costs 3,319 instructions
-///   per task, against 1,296 for
+///   yields, every task its own group) this costs 3,395 instructions
+///   per task, against 1,290 for
 ///   [`RunnableFifo`](crate::sched::RunnableFifo) (medians of 3 runs of
 ///   `valgrind --tool=callgrind --toggle-collect='overhead_profile::workload'`
-///   on `overhead_profile las-exact 3` and `3 5 1 fresh`, 2026-11-29
-///   13:57 UTC, 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44,
+///   on `overhead_profile las-exact 3` and `3 5 1 fresh`:
+///   `docs/profiling/callgrind_table.sh --repeats 3`, 2026-11-29
+///   14:41 UTC, 2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44,
 ///   rustc 1.95.0; the exact form's count moves by up to 4% from run to
 ///   run, since its keys, and so its batches and moves, follow measured
 ///   durations).
@@ -678,15 +679,15 @@ impl Las {
     ///
     /// Chosen by measurement: on the headline workload (50,000 runnable
     /// tasks x 5 yields, every task its own group) exact keys cost 3.3x
-    /// to 4.4x the time of `RunnableFifo`, 3.9x in the median (their
+    /// to 4.3x the time of `RunnableFifo`, 3.8x in the median (their
     /// order follows measured durations, so the tasks run in an order
-    /// close to random, and their polls miss the cache; seven runs of
+    /// close to random, and their polls miss the cache; twelve runs of
     /// `cargo bench -p tourbillon-peers --bench compare -- --only
-    /// tourbillon --rounds 7`, 2026-11-29 14:01 to 14:11 UTC, 2-vCPU VM,
-    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, load
-    /// average 1.1 to 2.8 from other builds and benchmarks), levels 0.85x
-    /// to 1.07x a FIFO queue with a clock read per poll in the same runs,
-    /// 1.00x in the median: about the clock read per poll that `Las` needs
+    /// tourbillon --rounds 7`, 2026-11-29 14:29 to 14:38 UTC, 2-vCPU VM,
+    /// `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0, nothing
+    /// else running), levels 0.92x to 1.08x a FIFO queue with a clock
+    /// read per poll in the same runs, 1.01x in the median: about the
+    /// clock read per poll that `Las` needs
     /// (a clock read per poll alone: 1.88x to 1.92x; three runs of `cargo
     /// bench --bench overhead`, 2026-11-26, 2-vCPU Xeon VM). On the high-variance mix of the tail benchmark, the model
     /// gives the two the same thin-task p99 within 10%. Use [`Las::exact`]
