@@ -132,11 +132,10 @@ impl Queues {
     }
 
     /// The pending queue `j` is placed by a queue switch: no longer
-    /// pending.
+    /// pending (`QueueState::switched_to`).
     #[inline(always)]
     pub(crate) fn switched(&mut self, j: usize) {
-        self.list[j].activation_pending = false;
-        self.pending.clear();
+        self.list[j].switched_to(&mut self.pending);
     }
 
     /// Whether the running queue `c` has nothing left to run in this run:

@@ -108,6 +108,15 @@ impl QueueState {
         }
     }
 
+    /// This queue, the only one pending, is placed by a queue switch: no
+    /// longer pending, and the list of pending queues (`pending`) empty.
+    #[inline(always)]
+    pub(crate) fn switched_to(&mut self, pending: &mut Vec<usize>) {
+        debug_assert!(self.activation_pending && pending.len() == 1);
+        self.activation_pending = false;
+        pending.clear();
+    }
+
     /// [`record_service`](Self::record_service) of at least one poll (a
     /// queue switch charges the polls of the run it ends: one or more).
     #[inline(always)]

@@ -423,8 +423,7 @@ impl Core {
         debug_assert_eq!(eevdf.runnable_count(), 1);
         let slice_left = self.cfg.general_pick.then(|| eevdf.slice_left_ns(j));
         let st = &mut list[j];
-        st.activation_pending = false;
-        pending.clear();
+        st.switched_to(pending);
         st.counters.runs += 1;
         self.open_run_state(j, last);
         let n = RunState::switch_countdown(st.poll_cost_ns, slice_left, polls_left, left);
