@@ -725,21 +725,7 @@ impl Eevdf {
         e.vlag = lag_a.min(limit);
         e.runnable = false;
         e.v_saved = vb;
-        // `a` was the lone runnable queue and `b` is: one bit in the set.
-        // Up to 64 queues (most executors), one word, one store.
-        if let [word] = &mut self.mask[..] {
-            *word = 1 << (b % 64);
-        } else {
-            self.mask[a / 64] = 0;
-            self.mask[b / 64] |= 1 << (b % 64);
-        }
-        self.lone = b;
-        (self.v0, self.sum, self.load) = (after.0, after.1 as i128, wb);
-        debug_assert_eq!(
-            (self.sum, self.load),
-            self.recompute_sums(),
-            "tourbillon bug: EEVDF sums out of date"
-        );
+        self.finish_lone_set(a, b, (after.0, after.1, wb));
     }
 
     /// Where `place(b)` puts queue `b` when queue `a`, at vruntime `va`
@@ -794,7 +780,10 @@ impl Eevdf {
         debug_assert_eq!(self.runnable, 1);
         debug_assert!(self.is_lone(a));
         let v0 = self.v0;
-        let ea = &mut self.ents[a];
+        // One slice for both entities: its length stays in a register
+        // across their stores.
+        let ents = &mut self.ents[..];
+        let ea = &mut ents[a];
         if let Some(ns) = charge_ns {
             // R1 and R4 of `charge`, without its update of the sums.
             ea.v = ea.v.wrapping_add(ea.vdelta(ns));
@@ -802,7 +791,25 @@ impl Eevdf {
                 ea.d = ea.v.wrapping_add(ea.vslice());
             }
         }
-        let (va, wa) = (ea.v, ea.weight as i64);
+        let va = ea.v;
+        // `b` back without lag (as in a ping-pong between two queues):
+        // placed at V (`v_b = v_a`, `δ = 0`) with a whole request, so `a`
+        // departs with no lag (`floor(0·w_b / W) = 0`, within any clamp)
+        // and `v_saved = v_b`; with `v_a` at or past `v0`, the pick's `v0`
+        // is `v_b` and `S = 0` (at `v_a = v0` both forms agree).
+        let eb = &mut ents[b];
+        if !eb.fresh && eb.vlag == 0 && rel(va, v0) >= 0 {
+            eb.v = va;
+            eb.d = va.wrapping_add(eb.vslice());
+            eb.runnable = true;
+            let wb = eb.weight as i64;
+            let ea = &mut ents[a];
+            ea.vlag = 0;
+            ea.runnable = false;
+            ea.v_saved = va;
+            return self.finish_lone_set(a, b, (va, 0, wb));
+        }
+        let wa = self.ents[a].weight as i64;
         let wb = self.ents[b].weight as i64;
         let Some((delta, dslice)) = self.lone_placement(va, wa, b) else {
             return self.switch_lone_picked_wide(a, b);
@@ -832,6 +839,28 @@ impl Eevdf {
             (v0, s)
         };
         self.finish_lone_switch(a, b, vb, dslice, dw, (v0_after, sum_after));
+    }
+
+    /// The runnable set and the sums after a queue switch from the lone
+    /// runnable queue `a` to `b`: `b` alone, and `v0`, `S` and `W` as
+    /// `sums` gives them.
+    #[inline(always)]
+    fn finish_lone_set(&mut self, a: usize, b: usize, sums: (u64, i64, i64)) {
+        // `a` was the lone runnable queue and `b` is: one bit in the set.
+        // Up to 64 queues (most executors), one word, one store.
+        if let [word] = &mut self.mask[..] {
+            *word = 1 << (b % 64);
+        } else {
+            self.mask[a / 64] = 0;
+            self.mask[b / 64] |= 1 << (b % 64);
+        }
+        self.lone = b;
+        (self.v0, self.sum, self.load) = (sums.0, sums.1 as i128, sums.2);
+        debug_assert_eq!(
+            (self.sum, self.load),
+            self.recompute_sums(),
+            "tourbillon bug: EEVDF sums out of date"
+        );
     }
 
     /// [`switch_lone_picked`](Self::switch_lone_picked) when a product

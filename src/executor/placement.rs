@@ -7,7 +7,7 @@
 //! read and its stop flag set. The pick itself is
 //! [`Eevdf::pick`](crate::eevdf::Eevdf::pick), called by the run loop.
 
-use super::queues::Queues;
+use super::queues::{Queues, SchedMode};
 use super::run_state::{HeldIds, RunState};
 use crate::config::Config;
 
@@ -109,15 +109,29 @@ impl Queues {
     }
 
     /// The queue a queue switch goes to at this poll boundary, if it is
-    /// one: the running queue `c` has nothing left to run in this run
-    /// (`run_ends_now`) and [`lone_switch`](Self::lone_switch) holds for
-    /// the one queue to place. Changes nothing.
+    /// one, for the run of `c`, whose scheduler asks `want` of a run and
+    /// allows a switch ([`SchedMode::switches`]: a built-in scheduler and
+    /// no latency requirement): the run has nothing left to run
+    /// (`run_ends_now`), `c` is the lone runnable queue, and the one queue
+    /// to place, `j`, has a task and asks the same of a run (so it allows
+    /// a switch too). The same as `run_ends_now` and
+    /// [`lone_switch`](Self::lone_switch), with the checks `want` implies
+    /// left out. Changes nothing.
     #[inline(always)]
-    pub(crate) fn switch_target(&self, held: &HeldIds, c: usize) -> Option<usize> {
+    pub(super) fn switch_target(&self, held: &HeldIds, c: usize, want: SchedMode) -> Option<usize> {
         let &[j] = &self.pending[..] else {
             return None;
         };
-        (self.run_ends_now(held, c) && self.lone_switch(c, j)).then_some(j)
+        debug_assert!(want.switches() && self.list[c].mode.untimed() == want.untimed());
+        let (sc, sj) = (&self.list[c], &self.list[j]);
+        let go = held.pos.get() == held.len.get()
+            && held.tail.len() == 0
+            && self.eevdf.is_lone(c)
+            && sc.sched.is_empty()
+            && sj.mode == want
+            && !sj.sched.is_empty();
+        debug_assert!(!go || (self.run_ends_now(held, c) && self.lone_switch(c, j)));
+        go.then_some(j)
     }
 
     /// Whether placing `j` and departing `c` is a queue switch: `c` is the

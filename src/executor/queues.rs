@@ -29,14 +29,32 @@ impl SchedMode {
     const TIMING: u8 = 1;
     const TELL_POLLED: u8 = 1 << 1;
     const LAS: u8 = 1 << 2;
+    const SWITCH: u8 = 1 << 3;
 
-    /// What `sched` asks of a run.
-    pub(super) fn of(sched: &mut QueueScheduler) -> Self {
-        Self::new(
+    /// What `sched`, the scheduler of a queue with a latency requirement
+    /// or not (`latency`), asks of a run.
+    pub(super) fn of(sched: &mut QueueScheduler, latency: bool) -> Self {
+        let needs = Self::new(
             sched.wants_timing(),
             !sched.is_stateless(),
             sched.batching_las().is_some(),
-        )
+        );
+        needs.switching(!sched.is_custom() && !latency)
+    }
+
+    /// The same needs, and whether a queue switch may end a run of the
+    /// queue or start one (`Core::switch_in_run`): a built-in scheduler,
+    /// whose emptiness is exact, and no latency requirement, whose
+    /// departure ends the turn (R8e).
+    #[inline(always)]
+    const fn switching(self, switch: bool) -> Self {
+        Self(self.0 | (switch as u8 * Self::SWITCH))
+    }
+
+    /// A queue switch may end a run of the queue or start one.
+    #[inline(always)]
+    pub(super) const fn switches(self) -> bool {
+        self.0 & Self::SWITCH != 0
     }
 
     /// The needs given as flags.
@@ -166,7 +184,7 @@ impl Queues {
             list.push(QueueState {
                 name,
                 shares: spec.shares,
-                mode: SchedMode::of(&mut spec.scheduler),
+                mode: SchedMode::of(&mut spec.scheduler, spec.latency.is_some()),
                 sched: spec.scheduler,
                 counters: QueueCounters::default(),
                 poll_cost_ns: 0,
@@ -253,24 +271,22 @@ impl Queues {
 mod tests {
     use super::SchedMode;
 
-    /// Each of the eight combinations reads back as given, compares
+    /// Each of the sixteen combinations reads back as given, compares
     /// equal only to itself, and loses exactly its timing and `Las`
     /// flags in `untimed`.
     #[test]
     fn sched_mode_flags() {
-        let all: Vec<(bool, bool, bool)> = (0..8u8)
-            .map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0))
+        let all: Vec<(bool, bool, bool, bool)> = (0..16u8)
+            .map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0, i & 8 != 0))
             .collect();
-        for &(timing, tell_polled, las) in &all {
-            let m = SchedMode::new(timing, tell_polled, las);
-            assert_eq!(
-                (m.timing(), m.tell_polled(), m.las()),
-                (timing, tell_polled, las)
-            );
-            assert_eq!(m.untimed(), SchedMode::new(false, tell_polled, false));
-            for &(t2, p2, l2) in &all {
-                let other = SchedMode::new(t2, p2, l2);
-                assert_eq!(m == other, (timing, tell_polled, las) == (t2, p2, l2));
+        let mode = |(t, p, l, s): (bool, bool, bool, bool)| SchedMode::new(t, p, l).switching(s);
+        for &flags in &all {
+            let (_, tell_polled, _, switch) = flags;
+            let m = mode(flags);
+            assert_eq!((m.timing(), m.tell_polled(), m.las(), m.switches()), flags);
+            assert_eq!(m.untimed(), mode((false, tell_polled, false, switch)));
+            for &other in &all {
+                assert_eq!(m == mode(other), flags == other);
             }
         }
     }

@@ -60,7 +60,9 @@ struct RunMode {
     /// The run's loop may go on with the run of a queue whose scheduler
     /// asks this of a run, after a queue switch (`Core::boundary_in_run`);
     /// `None` with observation or `tracing`, which mark each run's start
-    /// and end.
+    /// and end, and for a queue that allows no switch
+    /// ([`SchedMode::switches`]: a custom scheduler, or a latency
+    /// requirement).
     chain: Option<SchedMode>,
 }
 
@@ -202,7 +204,7 @@ impl<'a> Run<'a> {
             #[cfg(feature = "tokio")]
             own_budget: defer_yields,
             propagate: self.core.panics.propagates(),
-            chain: (!observe && !cfg!(feature = "tracing")).then_some(sched),
+            chain: (!observe && !cfg!(feature = "tracing") && sched.switches()).then_some(sched),
         }
     }
 

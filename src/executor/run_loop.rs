@@ -387,10 +387,7 @@ impl Core {
         {
             return None;
         }
-        let j = qs.switch_target(&r.held, c)?;
-        if Self::sched_mode(qs, j) != want {
-            return None;
-        }
+        let j = qs.switch_target(&r.held, c, want)?;
         // What the charge would leave of the turn's budget (R8d), read
         // once: the next run's start and countdown take them from here.
         let polls = r.clock.countdown_set.get() - r.clock.countdown.get();
@@ -512,7 +509,10 @@ impl Core {
     #[inline(always)]
     pub(super) fn sched_mode(qs: &mut Queues, q: usize) -> SchedMode {
         let st = &mut qs.list[q];
-        debug_assert_eq!(st.mode, SchedMode::of(&mut st.sched));
+        debug_assert_eq!(
+            st.mode,
+            SchedMode::of(&mut st.sched, st.latency_ns.is_some())
+        );
         st.mode
     }
 
