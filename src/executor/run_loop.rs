@@ -317,7 +317,9 @@ impl Core {
             return None;
         }
         let (cur, now) = self.uncharged_now();
-        if let Some(c) = cur {
+        // A switch charges the run's last polls: none uncharged (a
+        // checkpoint at this boundary) takes the general placement.
+        if let (Some(c), Some(now)) = (cur, now) {
             let next = self.switch_in_run(&mut self.queues.borrow_mut(), c, want, now);
             if next.is_some() {
                 return next;
@@ -358,7 +360,7 @@ impl Core {
     /// the run's loop can go on with `j`'s run at once: `j` asks the same
     /// of a run (`want`), no panic is held, no boundary work waits, and
     /// the turn's budget is not spent by the charge of `c`'s last polls
-    /// (read at `now`, when some are uncharged). Then, under one borrow of
+    /// (read at `now`; at least one is uncharged). Then, under one borrow of
     /// the queues: the charge of `c` (R1, R4), its departure (R7), the
     /// placement of `j` (R6), the pick (R5: `j`, alone) in one pass over
     /// the EEVDF table (`Eevdf::switch_lone_picked`), the start of `j`'s
@@ -370,13 +372,7 @@ impl Core {
     /// set, since the start clears them. Returns `j`, or `None` (nothing
     /// done: the general placement follows).
     #[inline(always)]
-    fn switch_in_run(
-        &self,
-        qs: &mut Queues,
-        c: usize,
-        want: SchedMode,
-        now: Option<u64>,
-    ) -> Option<usize> {
+    fn switch_in_run(&self, qs: &mut Queues, c: usize, want: SchedMode, now: u64) -> Option<usize> {
         let r = &self.run;
         // First the checks of the executor's state: the inbox's is an
         // acquire load, after which the queues' state is read anew.
@@ -396,18 +392,16 @@ impl Core {
             return None;
         }
         // What is left of the turn's host interval (R8d) at the charge:
-        // nothing ends the turn (the charge's check, when it reads the
-        // clock; the last checkpoint made it otherwise).
-        let last = now.unwrap_or_else(|| r.clock.last_ns.get());
+        // nothing ends the turn (the charge's check).
         let left = r
             .turn
             .host_interval_ns
             .get()
-            .saturating_sub(last.saturating_sub(r.turn.start_ns.get()));
-        if now.is_some() && left == 0 {
+            .saturating_sub(now.saturating_sub(r.turn.start_ns.get()));
+        if left == 0 {
             return None;
         }
-        let charge_ns = now.map(|now| r.charge_switching(qs, c, now, polls, polls_left));
+        let charge_ns = r.charge_switching(qs, c, now, polls, polls_left);
         // The queue switched to, indexed once (`Queues::switched`'s steps,
         // then `begin_run`'s, with the countdown from the values above).
         let Queues {
@@ -416,13 +410,13 @@ impl Core {
             pending,
             ..
         } = &mut *qs;
-        eevdf.switch_lone_picked(c, charge_ns, j);
+        eevdf.switch_lone_picked(c, Some(charge_ns), j);
         debug_assert_eq!(eevdf.runnable_count(), 1);
         let slice_left = self.cfg.general_pick.then(|| eevdf.slice_left_ns(j));
         let st = &mut list[j];
         st.switched_to(pending);
         st.counters.runs += 1;
-        self.open_run_state(j, last);
+        self.open_run_state(j, now);
         let n = RunState::switch_countdown(st.poll_cost_ns, slice_left, polls_left, left);
         r.clock.countdown.set(n);
         r.clock.countdown_set.set(n);
