@@ -269,7 +269,7 @@ impl Core {
     fn boundary_work(&self, turn_start: bool) {
         self.attention.set(false);
         self.intake.at_boundary(self, turn_start);
-        if !self.aborts.borrow().is_empty() {
+        if self.any_abort.get() {
             self.drop_aborted();
         }
     }
@@ -279,6 +279,7 @@ impl Core {
     #[inline(never)]
     fn drop_aborted(&self) {
         let ids = std::mem::take(&mut *self.aborts.borrow_mut());
+        self.any_abort.set(false);
         for id in ids {
             if let Some(done) = cancel_idle(&self.tasks, id, self.panics.propagates()) {
                 // A panic of the destructor is the task's, reported to its
