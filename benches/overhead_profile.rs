@@ -20,6 +20,14 @@
 //! `futures::channel::mpsc::channel(1)` (collect with
 //! `--toggle-collect=overhead_profile::pingpong`); `pingpong-tokio N` runs
 //! it on tokio's `LocalSet` (`--toggle-collect=overhead_profile::pingpong_tokio`).
+//! `pingpong N Q fixed` sets the host-yield interval to one second, so
+//! that every turn ends at the builder's 61 polls: with the default 200 µs,
+//! callgrind's slowdown ends turns after 16 to 42 polls, as many as the
+//! run's speed allows, and each count then moves by 500 to 1,000
+//! instructions per turn from run to run (±1% of `pingpong 100000 2`);
+//! with `fixed` the counts repeat to within a few hundred instructions
+//! (2-vCPU VM, `Intel(R) Xeon(R) Processor`, Linux 6.18.44, rustc 1.95.0,
+//! 2026-11-29).
 //!
 //! `queues8 R` runs the headline workload R times (default 1) on 8 queues
 //! with shares 1:2:...:8, the tasks spread round-robin, each round on a new
@@ -364,6 +372,11 @@ fn main() {
         let queues: u8 = nth(3).and_then(|a| a.parse().ok()).unwrap_or(1);
         // Shares 1:2:3:... as `compare`'s "4 queues" system.
         let mut b = tourbillon::Builder::new();
+        if nth(4) == Some("fixed") {
+            // Turns end at `max_polls`, not at a time that callgrind
+            // stretches (see the header).
+            b = b.host_yield_interval(std::time::Duration::from_secs(1));
+        }
         for q in 0..queues.max(1) {
             b = b.queue(q, q as u32 + 1);
         }
