@@ -1325,7 +1325,7 @@ mod tests {
     fn switch_lone_picked_equals_charge_place_depart_pick() {
         let charges = [None, Some(0), Some(1), Some(40_000), Some(u64::MAX)];
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
-        let (mut raised, mut kept, mut wide) = (0, 0, 0);
+        let (mut raised, mut kept, mut wide, mut lag_free) = (0, 0, 0, 0);
         for _ in 0..200_000 {
             let (t, a, b, _) = switch_case(&mut next);
             let ns = charges[next(charges.len())];
@@ -1349,6 +1349,11 @@ mod tests {
                 let _ = charged.charge(a, ns);
             }
             let va = charged.ents[a].v;
+            // The stores-only path: `b` back without lag, `v_a` at or
+            // past `v0`.
+            if !t.ents[b].fresh && t.ents[b].vlag == 0 && rel(va, t.v0) >= 0 {
+                lag_free += 1;
+            }
             let delta = rel(steps.ents[b].v, va);
             let wb = steps.ents[b].weight as i64;
             let x = rel(va, t.v0).checked_add(delta);
@@ -1361,11 +1366,11 @@ mod tests {
                 kept += 1;
             }
         }
-        // Every path is covered: the pick raising `v0`, keeping it, and
-        // the wide fallback.
+        // Every path is covered: the pick raising `v0`, keeping it, the
+        // wide fallback, and a return without lag.
         assert!(
-            raised > 10_000 && kept > 10_000 && wide > 10_000,
-            "{raised} raised, {kept} kept, {wide} wide"
+            raised > 10_000 && kept > 10_000 && wide > 10_000 && lag_free > 10_000,
+            "{raised} raised, {kept} kept, {wide} wide, {lag_free} without lag"
         );
     }
 
