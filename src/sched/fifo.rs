@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
-//! `RunnableFifo`: tasks run in the order they became runnable, on a
-//! `VecDeque` of task ids.
+//! `RunnableFifo`: tasks run in the order they became runnable: the
+//! oldest id in a slot of its own, the others behind it on a `VecDeque`.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -12,9 +12,18 @@ use crate::task::id::{GroupId, TaskKey};
 /// scheduler of every queue, and what tokio's `LocalSet` and most executors
 /// do. A task woken during its own poll goes behind every task already
 /// queued.
+///
+/// The oldest id sits in a slot of its own (`head`), the others behind it
+/// on a `VecDeque` (`rest`): a queue that holds one task at a time (the
+/// two sides of a ping-pong across queues, a task woken by I/O) takes its
+/// push and its pop without a deque operation.
 #[derive(Debug, Default, Clone)]
 pub struct RunnableFifo {
-    ids: VecDeque<TaskKey>,
+    /// The oldest id; `None` only when the FIFO is empty (then `rest` is
+    /// empty too).
+    head: Option<TaskKey>,
+    /// The ids behind `head`, oldest first.
+    rest: VecDeque<TaskKey>,
 }
 
 impl RunnableFifo {
@@ -29,62 +38,74 @@ impl RunnableFifo {
     /// instead of one id (a borrow, a dispatch and a deque pop per poll).
     #[inline]
     pub(crate) fn take_front(&mut self, buf: &[Cell<TaskKey>]) -> usize {
-        // No early return for 0 (an empty queue at a run's refill): the
-        // loops and `drain(..0)` below do nothing, and the test would cost
-        // every batch, a ping-pong's one-id batches included (4 instructions
-        // per round trip; callgrind).
-        let n = self.ids.len().min(buf.len());
-        if n == 1 {
-            // One runnable task (a ping-pong): no loops.
-            if let Some(id) = self.ids.pop_front() {
-                buf[0].set(id);
+        let Some(first) = buf.first() else {
+            return 0;
+        };
+        let Some(head) = self.head.take() else {
+            return 0;
+        };
+        first.set(head);
+        // Behind the head: up to `buf.len() - 1` ids of the deque.
+        let n = self.rest.len().min(buf.len() - 1);
+        if n != 0 {
+            let (a, b) = self.rest.as_slices();
+            let buf = &buf[1..=n];
+            let split = n.min(a.len());
+            for (dst, src) in buf[..split].iter().zip(a) {
+                dst.set(*src);
             }
-            return 1;
+            for (dst, src) in buf[split..].iter().zip(b) {
+                dst.set(*src);
+            }
+            self.rest.drain(..n);
         }
-        let (a, b) = self.ids.as_slices();
-        let first = n.min(a.len());
-        for (dst, src) in buf[..first].iter().zip(a) {
-            dst.set(*src);
-        }
-        for (dst, src) in buf[first..n].iter().zip(b) {
-            dst.set(*src);
-        }
-        self.ids.drain(..n);
-        n
+        self.head = self.rest.pop_front();
+        n + 1
     }
 
     /// Takes the oldest id when it is the only one (a ping-pong's queue
-    /// at a queue switch): [`take_front`](Self::take_front)'s first case,
-    /// inlined, without the deque's `pop_front` call.
+    /// at a queue switch): without a deque operation.
     #[inline(always)]
     pub(crate) fn take_lone(&mut self) -> Option<TaskKey> {
-        if self.ids.len() != 1 {
+        if !self.rest.is_empty() {
             return None;
         }
-        let id = self.ids.front().copied();
-        self.ids.clear();
-        id
+        self.head.take()
     }
 
     /// Whether no task is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        debug_assert!(self.head.is_some() || self.rest.is_empty());
+        self.head.is_none()
     }
 
     /// Pushes `ids` behind the held ones, in order: one capacity check for
     /// the batch.
     #[inline]
     pub(crate) fn push_back_all(&mut self, ids: &[Cell<TaskKey>]) {
-        self.ids.extend(ids.iter().map(Cell::get));
+        let ids = match (self.head, ids.split_first()) {
+            (None, Some((first, others))) => {
+                self.head = Some(first.get());
+                others
+            }
+            _ => ids,
+        };
+        self.rest.extend(ids.iter().map(Cell::get));
     }
 
     /// Puts `ids` back in front, in order: undoes a
     /// [`take_front`](Self::take_front) of ids that were not run.
     pub(crate) fn put_front(&mut self, ids: &[Cell<TaskKey>]) {
-        self.ids.reserve(ids.len());
-        for id in ids.iter().rev() {
-            self.ids.push_front(id.get());
+        let Some((first, others)) = ids.split_first() else {
+            return;
+        };
+        self.rest.reserve(ids.len());
+        if let Some(head) = self.head.replace(first.get()) {
+            self.rest.push_front(head);
+        }
+        for id in others.iter().rev() {
+            self.rest.push_front(id.get());
         }
     }
 }
@@ -92,17 +113,28 @@ impl RunnableFifo {
 impl Scheduler for RunnableFifo {
     #[inline]
     fn push(&mut self, task: TaskKey, _group: GroupId) {
-        self.ids.push_back(task);
+        if self.head.is_none() {
+            self.head = Some(task);
+        } else {
+            self.rest.push_back(task);
+        }
     }
 
     #[inline]
     fn pop(&mut self) -> Option<TaskKey> {
-        self.ids.pop_front()
+        let head = self.head.take()?;
+        self.head = self.rest.pop_front();
+        Some(head)
     }
 
     #[inline]
     fn len(&self) -> usize {
-        self.ids.len()
+        usize::from(self.head.is_some()) + self.rest.len()
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        RunnableFifo::is_empty(self)
     }
 }
 
@@ -272,6 +304,78 @@ mod tests {
             }
             assert_eq!(f.len(), model.len());
         }
+        drains_as(&mut f, model);
+    }
+
+    /// Every operation, in a long pseudo-random sequence that keeps the
+    /// FIFO near empty (where the head slot and the deque hand over), agrees
+    /// with a `VecDeque` model: the order, `len`, `is_empty`.
+    #[test]
+    fn head_slot_agrees_with_a_deque_model() {
+        let mut f = RunnableFifo::new();
+        let g = GroupId::task(0);
+        let mut model = std::collections::VecDeque::new();
+        let buf: [Cell<TaskKey>; 5] = std::array::from_fn(|_| Cell::new(TaskKey::new(0, 0)));
+        let mut next = 0u32;
+        // A linear congruential generator: the same sequence every run.
+        let mut seed = 0x2545_f491_u64;
+        let mut roll = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % n
+        };
+        let mut seen = [0usize; 6];
+        for _ in 0..20_000 {
+            let op = roll(6) as usize;
+            seen[op] += 1;
+            match op {
+                0 => {
+                    f.push(TaskKey::new(next, 0), g);
+                    model.push_back(next);
+                    next += 1;
+                }
+                1 => assert_eq!(f.pop().map(|t| t.index()), model.pop_front()),
+                2 => {
+                    let expect = (model.len() == 1).then(|| model.pop_front()).flatten();
+                    assert_eq!(f.take_lone().map(|t| t.index()), expect);
+                }
+                3 => {
+                    let want = roll(buf.len() as u64 + 1) as usize;
+                    let n = f.take_front(&buf[..want]);
+                    assert_eq!(n, want.min(model.len()));
+                    for slot in &buf[..n] {
+                        assert_eq!(Some(slot.get().index()), model.pop_front());
+                    }
+                    // Back in front, a suffix of them, as an ended run does.
+                    let keep = roll(n as u64 + 1) as usize;
+                    f.put_front(&buf[keep..n]);
+                    for slot in buf[keep..n].iter().rev() {
+                        model.push_front(slot.get().index());
+                    }
+                }
+                4 => {
+                    let n = roll(buf.len() as u64 + 1) as usize;
+                    for slot in &buf[..n] {
+                        slot.set(TaskKey::new(next, 0));
+                        model.push_back(next);
+                        next += 1;
+                    }
+                    f.push_back_all(&buf[..n]);
+                }
+                _ => {
+                    // Drain to empty now and then: the FIFO stays near its
+                    // head slot.
+                    if roll(8) == 0 {
+                        drains_as(&mut f, std::mem::take(&mut model));
+                    }
+                }
+            }
+            assert_eq!(f.len(), model.len());
+            assert_eq!(f.is_empty(), model.is_empty());
+        }
+        assert!(
+            seen.iter().all(|&k| k > 2_000),
+            "every operation ran: {seen:?}"
+        );
         drains_as(&mut f, model);
     }
 }
