@@ -295,8 +295,8 @@ impl HeldIds {
         // Overtakable again only if `Held::next` takes from an exact `Las`.
         self.open.set(HeldState::Open);
         let len = match sched {
-            // One task (a ping-pong's): `take_front`'s first case, without
-            // its call.
+            // One task (a ping-pong's), in the FIFO's head slot: taken
+            // without `take_front`'s call.
             QueueScheduler::Fifo(f) => match f.take_lone() {
                 Some(id) => {
                     self.batch.0[0].set(id);
