@@ -1043,22 +1043,34 @@ impl Las {
         let (ids, ns) = (&ids[..n], &ns[..n]);
         let bound = self.level0_below;
         let mut total = 0u64;
-        let mut left = false;
-        for (id, ns) in ids.iter().zip(ns) {
-            let d = ns.get();
-            total = total.saturating_add(d);
-            // The task's own group: `GroupId::task` of its index.
-            let g = id.get().index() as usize;
-            if g >= self.task_service.len() {
-                grow_service(&mut self.task_service, g);
+        // The largest key: some task left level 0 when it is not below
+        // the level's bound.
+        let mut top = 0u64;
+        let mut i = 0;
+        // The table is a slice for the whole loop (its start and length
+        // stay in registers); a task beyond its end leaves the loop, the
+        // table grows, and the loop goes on from that task.
+        while i < n {
+            let service = &mut self.task_service[..];
+            for (id, ns) in ids[i..].iter().zip(&ns[i..]) {
+                // The task's own group: `GroupId::task` of its index.
+                let Some(s) = service.get_mut(id.get().index() as usize) else {
+                    break;
+                };
+                let d = ns.get();
+                total = total.saturating_add(d);
+                let key = s.saturating_add(d);
+                *s = key;
+                ns.set(key);
+                top = top.max(key);
+                i += 1;
             }
-            let s = &mut self.task_service[g];
-            *s = s.saturating_add(d);
-            ns.set(*s);
-            left |= *s >= bound;
+            if i < n {
+                grow_service(&mut self.task_service, ids[i].get().index() as usize);
+            }
         }
         self.queue_time = self.queue_time.saturating_add(total);
-        if left {
+        if top >= bound {
             self.push_above_level0(ids, ns)
         } else {
             n
@@ -1426,6 +1438,56 @@ mod tests {
             assert_eq!(order, expected);
             assert_eq!(s.len(), 0);
         }
+    }
+
+    /// `keep_level0` charges every task of a batch whose indices run past
+    /// the end of the service table, in several places and in any order
+    /// (the table grows mid-batch and the loop goes on from that task):
+    /// each task's service, key and level, and the queue's time, agree
+    /// with a sum per task.
+    #[test]
+    fn level0_charges_grow_the_table_mid_batch() {
+        let mut s = Las::new();
+        let bound = s.level0_below;
+        let mut want = std::collections::HashMap::<u32, u64>::new();
+        let mut queue_time = 0u64;
+        // Indices below, at and far past the table's end, repeated.
+        let rounds: [&[(u32, u64)]; 3] = [
+            &[(3, 10), (70, 20), (5, 30), (4_000, 40), (2, 50)],
+            &[(4_000, 1), (9_000, 2), (3, 3), (70_000, bound), (1, 4)],
+            &[(70, 5), (70_001, 6), (3, 7), (9_000, 8)],
+        ];
+        for batch in rounds {
+            let ids: Vec<Cell<TaskKey>> = batch.iter().map(|&(i, _)| Cell::new(t(i))).collect();
+            let ns: Vec<Cell<u64>> = batch.iter().map(|&(_, d)| Cell::new(d)).collect();
+            let mut keys = Vec::new();
+            for &(i, d) in batch {
+                let e = want.entry(i).or_insert(0);
+                *e += d;
+                keys.push(*e);
+                queue_time += d;
+            }
+            let kept = s.keep_level0(&ids, &ns);
+            assert_eq!(ns.iter().map(Cell::get).collect::<Vec<_>>(), keys);
+            let stay: Vec<TaskKey> = batch
+                .iter()
+                .zip(&keys)
+                .filter(|&(_, &k)| k < bound)
+                .map(|(&(i, _), _)| t(i))
+                .collect();
+            assert_eq!(kept, stay.len());
+            let got: Vec<TaskKey> = ids[..kept].iter().map(Cell::get).collect();
+            assert_eq!(got, stay, "the tasks that stay at level 0, in order");
+            assert_eq!(s.queue_time, queue_time);
+            for (&i, &k) in &want {
+                assert_eq!(s.service_ns(GroupId::task(i)), k, "task {i}");
+            }
+        }
+        // The one task that left level 0 is queued at its level.
+        assert_eq!(
+            std::iter::from_fn(|| s.pop()).collect::<Vec<_>>(),
+            vec![t(70_000)]
+        );
     }
 
     /// The run loop's batch path takes level 0 in order, puts back in
