@@ -150,7 +150,11 @@ pub struct Las {
     dead: Option<Box<Dead>>,
     next_seq: u64,
     len: usize,
-    /// Service this queue received so far: the guard's clock.
+    /// Service this queue received so far: the guard's clock, read only
+    /// with a guard ([`max_wait`](Las::max_wait)). The requeues of the
+    /// run's tail ([`keep_level0`](Las::keep_level0),
+    /// `requeue_exact`), which a queue with a guard never takes
+    /// ([`requeues_behind`](Las::requeues_behind)), leave it alone.
     queue_time: u64,
     /// Service below which a group is at level 0 (`q0`; 0 for exact keys,
     /// which have no levels).
@@ -1041,8 +1045,11 @@ impl Las {
         }
         let n = ids.len().min(ns.len());
         let (ids, ns) = (&ids[..n], &ns[..n]);
+        debug_assert!(
+            self.guard.is_none(),
+            "a guard's queue time is not kept here"
+        );
         let bound = self.level0_below;
-        let mut total = 0u64;
         // The largest key: some task left level 0 when it is not below
         // the level's bound.
         let mut top = 0u64;
@@ -1057,9 +1064,7 @@ impl Las {
                 let Some(s) = service.get_mut(id.get().index() as usize) else {
                     break;
                 };
-                let d = ns.get();
-                total = total.saturating_add(d);
-                let key = s.saturating_add(d);
+                let key = s.saturating_add(ns.get());
                 *s = key;
                 ns.set(key);
                 top = top.max(key);
@@ -1069,7 +1074,6 @@ impl Las {
                 grow_service(&mut self.task_service, ids[i].get().index() as usize);
             }
         }
-        self.queue_time = self.queue_time.saturating_add(total);
         if top >= bound {
             self.push_above_level0(ids, ns)
         } else {
@@ -1109,12 +1113,15 @@ impl Las {
         let (Order::Exact(radix), None) = (&mut self.order, &self.dead) else {
             return false;
         };
+        debug_assert!(
+            self.guard.is_none(),
+            "a guard's queue time is not kept here"
+        );
         let n = ids.len().min(ns.len());
         let batch_key = self.batch_key;
-        let (mut total, mut overtaken) = (0u64, false);
+        let mut overtaken = false;
         for (id, ns) in ids[..n].iter().zip(&ns[..n]) {
             let (task, ns) = (id.get(), ns.get());
-            total = total.saturating_add(ns);
             // The task's own group: `GroupId::task` of its index.
             let g = task.index() as usize;
             if g >= self.task_service.len() || g / 64 >= self.queued_bits.len() {
@@ -1129,7 +1136,6 @@ impl Las {
         }
         self.len += n;
         self.overtaken |= overtaken;
-        self.queue_time = self.queue_time.saturating_add(total);
         true
     }
 
@@ -1443,14 +1449,12 @@ mod tests {
     /// `keep_level0` charges every task of a batch whose indices run past
     /// the end of the service table, in several places and in any order
     /// (the table grows mid-batch and the loop goes on from that task):
-    /// each task's service, key and level, and the queue's time, agree
-    /// with a sum per task.
+    /// each task's service, key and level agree with a sum per task.
     #[test]
     fn level0_charges_grow_the_table_mid_batch() {
         let mut s = Las::new();
         let bound = s.level0_below;
         let mut want = std::collections::HashMap::<u32, u64>::new();
-        let mut queue_time = 0u64;
         // Indices below, at and far past the table's end, repeated.
         let rounds: [&[(u32, u64)]; 3] = [
             &[(3, 10), (70, 20), (5, 30), (4_000, 40), (2, 50)],
@@ -1465,7 +1469,6 @@ mod tests {
                 let e = want.entry(i).or_insert(0);
                 *e += d;
                 keys.push(*e);
-                queue_time += d;
             }
             let kept = s.keep_level0(&ids, &ns);
             assert_eq!(ns.iter().map(Cell::get).collect::<Vec<_>>(), keys);
@@ -1478,7 +1481,6 @@ mod tests {
             assert_eq!(kept, stay.len());
             let got: Vec<TaskKey> = ids[..kept].iter().map(Cell::get).collect();
             assert_eq!(got, stay, "the tasks that stay at level 0, in order");
-            assert_eq!(s.queue_time, queue_time);
             for (&i, &k) in &want {
                 assert_eq!(s.service_ns(GroupId::task(i)), k, "task {i}");
             }
