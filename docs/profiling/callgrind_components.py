@@ -213,6 +213,12 @@ def main():
     args = ap.parse_args()
     comp, libc, by_line = components(args.profile, args.binary)
     base = components(args.base, args.binary)[0] if args.base else None
+
+    def tenths(x):
+        # One decimal; a difference that rounds to zero prints as 0.0,
+        # not -0.0 (`-0.0 + 0.0` is `0.0`).
+        return f"{round(x, 1) + 0.0:.1f}"
+
     total = sum(comp.values())
     extra = args.tasks * args.yields
     head = "| component | Ir per task | share |"
@@ -224,12 +230,12 @@ def main():
         row = f"| {k} | {ir / args.tasks:.0f} | {100 * ir / total:.1f}% |"
         if base is not None:
             b = base.get(k, 0)
-            row += f" {b / args.tasks:.0f} | {(ir - b) / extra:.1f} |"
+            row += f" {b / args.tasks:.0f} | {tenths((ir - b) / extra)} |"
         print(row)
     row = f"| **total** | **{total / args.tasks:.0f}** | 100% |"
     if base is not None:
         bt = sum(base.values())
-        row += f" **{bt / args.tasks:.0f}** | **{(total - bt) / extra:.1f}** |"
+        row += f" **{bt / args.tasks:.0f}** | **{tenths((total - bt) / extra)}** |"
     print(row)
     print()
     print(f"Total Ir {total:,} over {args.tasks:,} tasks; of it, glibc's allocator:")
